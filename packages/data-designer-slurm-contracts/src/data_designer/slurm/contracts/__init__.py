@@ -1,0 +1,83 @@
+"""Strict, versioned, frozen data contracts of data-designer-slurm (pydantic only, no I/O)."""
+
+from data_designer.slurm.contracts._errors import (
+    EXIT_CODE_BY_CATEGORY,
+    CheckFailedError,
+    ConflictError,
+    ErrorCategory,
+    ErrorInfo,
+    ExitCode,
+    InternalError,
+    InvalidInputError,
+    NotFoundError,
+    Problem,
+    SlurmExtensionError,
+    UnavailableError,
+)
+from data_designer.slurm.contracts._profile import (
+    PROFILE_ENV_VAR,
+    PROFILE_SCHEMA_VERSION,
+    ClusterProfile,
+    ComputePython,
+    ContainerRuntime,
+    GpuRequestStyle,
+    HuggingFaceCache,
+    Partitions,
+    Profile,
+)
+from data_designer.slurm.contracts._profile_results import ClusterSummary, ProfileInitResult, ProfileValidation
+from data_designer.slurm.contracts._sbatch_option import RESERVED_SBATCH_OPTIONS, SbatchOption, sbatch_option_name
+from data_designer.slurm.contracts._time_limit import TimeLimit, format_time_limit, parse_time_limit
+from data_designer.slurm.contracts._types import (
+    ENV_VAR_NAME_PATTERN,
+    FROZEN,
+    AbsolutePath,
+    EnvVarName,
+    Name,
+    PrintableText,
+    find_control_character,
+    hint_of,
+)
+from data_designer.slurm.contracts._version import __version__
+
+__all__ = [
+    "ENV_VAR_NAME_PATTERN",
+    "EXIT_CODE_BY_CATEGORY",
+    "FROZEN",
+    "PROFILE_ENV_VAR",
+    "PROFILE_SCHEMA_VERSION",
+    "RESERVED_SBATCH_OPTIONS",
+    "AbsolutePath",
+    "CheckFailedError",
+    "ClusterProfile",
+    "ClusterSummary",
+    "ComputePython",
+    "ConflictError",
+    "ContainerRuntime",
+    "EnvVarName",
+    "ErrorCategory",
+    "ErrorInfo",
+    "ExitCode",
+    "GpuRequestStyle",
+    "HuggingFaceCache",
+    "InternalError",
+    "InvalidInputError",
+    "Name",
+    "NotFoundError",
+    "Partitions",
+    "PrintableText",
+    "Problem",
+    "Profile",
+    "ProfileInitResult",
+    "ProfileValidation",
+    "SbatchOption",
+    "SlurmExtensionError",
+    "TimeLimit",
+    "UnavailableError",
+    "__version__",
+    "find_control_character",
+    "format_time_limit",
+    "hint_of",
+    "parse_time_limit",
+    "sbatch_option_name",
+]

@@ -1,0 +1,203 @@
+"""The one error root of data-designer-slurm and its structured payload.
+
+Tree::
+
+    SlurmExtensionError            (root; every error we raise derives from it)
+    +-- InvalidInputError          exit 2: a file, option or value is wrong; carries every Problem found
+    +-- NotFoundError              exit 3: a named file, run, image or cluster does not exist
+    +-- ConflictError              exit 4: the action would overwrite or contradict existing state
+    +-- UnavailableError           exit 5: the scheduler or the shared filesystem cannot be reached
+    +-- CheckFailedError           exit 6: an outcome check ran and failed (or could not run)
+    +-- InternalError              exit 1: a bug or an unexpected condition
+
+Each error carries an :class:`ErrorInfo` value (code, operation, file, key path, line, hint and
+the list of problems) so that the CLI can render one line per problem, or a JSON object, and
+services can return or inspect it without parsing messages.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ErrorCategory(StrEnum):
+    """What kind of failure an error is; decides the exit code."""
+
+    INTERNAL = "internal"
+    INVALID_INPUT = "invalid_input"
+    NOT_FOUND = "not_found"
+    CONFLICT = "conflict"
+    UNAVAILABLE = "unavailable"
+    CHECK_FAILED = "check_failed"
+
+
+class ExitCode(IntEnum):
+    """Stable process exit codes of every ``data-designer slurm`` command."""
+
+    OK = 0
+    INTERNAL = 1
+    INVALID_INPUT = 2
+    NOT_FOUND = 3
+    CONFLICT = 4
+    UNAVAILABLE = 5
+    CHECK_FAILED = 6
+
+
+EXIT_CODE_BY_CATEGORY: dict[ErrorCategory, ExitCode] = {
+    ErrorCategory.INTERNAL: ExitCode.INTERNAL,
+    ErrorCategory.INVALID_INPUT: ExitCode.INVALID_INPUT,
+    ErrorCategory.NOT_FOUND: ExitCode.NOT_FOUND,
+    ErrorCategory.CONFLICT: ExitCode.CONFLICT,
+    ErrorCategory.UNAVAILABLE: ExitCode.UNAVAILABLE,
+    ErrorCategory.CHECK_FAILED: ExitCode.CHECK_FAILED,
+}
+
+
+class Problem(BaseModel):
+    """One thing wrong with an input: where it is and how to fix it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    code: str = Field(description="Stable machine-readable problem code, e.g. 'unknown_key'.")
+    message: str
+    file: str | None = None
+    line: int | None = None
+    key_path: str | None = Field(default=None, description="Dotted path of the offending key, e.g. 'clusters.a.account'.")
+    hint: str | None = Field(default=None, description="How to fix it.")
+
+    def render(self) -> str:
+        """One human line: ``file:line: key: message (fix: hint)``."""
+        where = ""
+        if self.file is not None:
+            where = self.file if self.line is None else f"{self.file}:{self.line}"
+            where += ": "
+        key = f"{self.key_path}: " if self.key_path else ""
+        fix = f" (fix: {self.hint})" if self.hint else ""
+        return f"{where}{key}{self.message}{fix}"
+
+
+class ErrorInfo(BaseModel):
+    """The structured payload of every error; what ``--json`` prints on stderr."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    category: ErrorCategory
+    exit_code: int
+    code: str
+    operation: str
+    message: str
+    file: str | None = None
+    key_path: str | None = None
+    line: int | None = None
+    hint: str | None = None
+    problems: tuple[Problem, ...] = ()
+
+    def render_lines(self) -> list[str]:
+        """Human lines: one per problem, or one for the error itself."""
+        if self.problems:
+            return [p.render() for p in self.problems]
+        return [
+            Problem(
+                code=self.code,
+                message=self.message,
+                file=self.file,
+                line=self.line,
+                key_path=self.key_path,
+                hint=self.hint,
+            ).render()
+        ]
+
+
+class SlurmExtensionError(Exception):
+    """Root of every error raised by data-designer-slurm."""
+
+    category: ErrorCategory = ErrorCategory.INTERNAL
+    default_code: str = "internal_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        operation: str = "",
+        file: str | None = None,
+        key_path: str | None = None,
+        line: int | None = None,
+        hint: str | None = None,
+        problems: tuple[Problem, ...] | list[Problem] = (),
+    ) -> None:
+        super().__init__(message)
+        self.info = ErrorInfo(
+            category=self.category,
+            exit_code=int(EXIT_CODE_BY_CATEGORY[self.category]),
+            code=code or self.default_code,
+            operation=operation,
+            message=message,
+            file=file,
+            key_path=key_path,
+            line=line,
+            hint=hint,
+            problems=tuple(problems),
+        )
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return EXIT_CODE_BY_CATEGORY[self.category]
+
+    @property
+    def problems(self) -> tuple[Problem, ...]:
+        return self.info.problems
+
+    def with_operation(self, operation: str) -> SlurmExtensionError:
+        """Return the same error stamped with the operation that raised it (if none was set)."""
+        if not self.info.operation:
+            self.info = self.info.model_copy(update={"operation": operation})
+        return self
+
+
+class InvalidInputError(SlurmExtensionError):
+    category = ErrorCategory.INVALID_INPUT
+    default_code = "invalid_input"
+
+    @classmethod
+    def from_problems(cls, problems: list[Problem], *, operation: str = "", file: str | None = None) -> InvalidInputError:
+        first = problems[0]
+        count = len(problems)
+        summary = first.render() if count == 1 else f"{count} problems in {file or 'the input'}; first: {first.render()}"
+        return cls(
+            summary,
+            code=first.code if count == 1 else "invalid_input",
+            operation=operation,
+            file=file or first.file,
+            key_path=first.key_path,
+            line=first.line,
+            hint=first.hint,
+            problems=problems,
+        )
+
+
+class NotFoundError(SlurmExtensionError):
+    category = ErrorCategory.NOT_FOUND
+    default_code = "not_found"
+
+
+class ConflictError(SlurmExtensionError):
+    category = ErrorCategory.CONFLICT
+    default_code = "conflict"
+
+
+class UnavailableError(SlurmExtensionError):
+    category = ErrorCategory.UNAVAILABLE
+    default_code = "unavailable"
+
+
+class CheckFailedError(SlurmExtensionError):
+    category = ErrorCategory.CHECK_FAILED
+    default_code = "check_failed"
+
+
+class InternalError(SlurmExtensionError):
+    category = ErrorCategory.INTERNAL
+    default_code = "internal_error"

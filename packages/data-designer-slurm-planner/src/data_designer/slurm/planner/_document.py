@@ -1,0 +1,246 @@
+"""Strict YAML/JSON documents: duplicate keys rejected, every key path mapped to its line.
+
+YAML is read with YAML 1.2-like scalar rules (``yes``/``no``/``on``/``off`` stay strings,
+``01:30:00`` is a string, not a sexagesimal integer, timestamps stay strings) so that what the
+user wrote is what the contracts see. JSON is parsed by the standard library (duplicates
+rejected) and mapped to lines through the YAML composer, since JSON is valid YAML flow syntax.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+
+from data_designer.slurm.contracts import Problem
+
+KeyPath = tuple[str | int, ...]
+DocumentFormat = Literal["yaml", "json"]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 core scalar resolution."""
+
+
+_StrictLoader.yaml_implicit_resolvers = {}
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789")
+)
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""])
+
+
+@dataclass(frozen=True)
+class Document:
+    """A parsed input file: plain data, the line of every key path, and problems found while reading."""
+
+    file: str
+    data: Any
+    lines: Mapping[KeyPath, int] = field(default_factory=dict)
+    problems: tuple[Problem, ...] = ()
+
+    def line_of(self, path: KeyPath) -> int | None:
+        """The line of ``path``, or of its nearest ancestor that has one."""
+        for end in range(len(path), -1, -1):
+            line = self.lines.get(path[:end])
+            if line is not None:
+                return line
+        return None
+
+
+def format_key_path(path: KeyPath) -> str:
+    """``("clusters", "a", "sbatch_options", 2)`` -> ``clusters.a.sbatch_options[2]``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def detect_format(file: str, text: str) -> DocumentFormat:
+    """JSON for ``.json`` files or text starting with ``{``, else YAML."""
+    if file.endswith(".json") or text.lstrip().startswith("{"):
+        return "json"
+    return "yaml"
+
+
+def parse_document(text: str, *, file: str, fmt: DocumentFormat | None = None) -> Document:
+    """Parse ``text`` strictly; syntax errors and duplicate keys become problems, never exceptions."""
+    fmt = fmt or detect_format(file, text)
+    if fmt == "json":
+        return _parse_json(text, file)
+    return _parse_yaml(text, file)
+
+
+def _parse_yaml(text: str, file: str) -> Document:
+    try:
+        node = yaml.compose(text, Loader=_StrictLoader)
+    except yaml.YAMLError as exc:
+        return Document(file=file, data=None, problems=(_syntax_problem(exc, file),))
+    builder = _Builder(file)
+    data = builder.build(node, ()) if node is not None else None
+    return Document(file=file, data=data, lines=builder.lines, problems=tuple(builder.problems))
+
+
+def _parse_json(text: str, file: str) -> Document:
+    duplicates: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                duplicates.append(key)
+            out[key] = value
+        return out
+
+    def reject_constant(name: str) -> float:
+        raise ValueError(f"{name} is not allowed")
+
+    try:
+        data = json.loads(text, object_pairs_hook=pairs, parse_constant=reject_constant)
+    except ValueError as exc:
+        line = getattr(exc, "lineno", None)
+        return Document(
+            file=file,
+            data=None,
+            problems=(
+                Problem(
+                    code="syntax_error",
+                    message=f"invalid JSON: {getattr(exc, 'msg', str(exc))}",
+                    file=file,
+                    line=line,
+                    hint="fix the JSON syntax (NaN and Infinity are not allowed)",
+                ),
+            ),
+        )
+    # JSON is YAML flow syntax: compose it again to learn lines and the exact duplicate paths.
+    try:
+        node = yaml.compose(text, Loader=_StrictLoader)
+    except yaml.YAMLError:
+        node = None
+    builder = _Builder(file)
+    if node is not None:
+        builder.build(node, ())
+    problems = list(builder.problems)
+    if duplicates and not problems:
+        problems = [
+            Problem(code="duplicate_key", message=f"duplicate key {key!r}", file=file, hint="keep only one")
+            for key in duplicates
+        ]
+    return Document(file=file, data=data, lines=builder.lines, problems=tuple(problems))
+
+
+def _syntax_problem(exc: yaml.YAMLError, file: str) -> Problem:
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    what = getattr(exc, "problem", None) or str(exc)
+    return Problem(code="syntax_error", message=f"invalid YAML: {what}", file=file, line=line, hint="fix the YAML syntax")
+
+
+class _Builder:
+    """Turns a composed YAML node tree into plain data, recording lines and duplicate keys."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.lines: dict[KeyPath, int] = {}
+        self.problems: list[Problem] = []
+        self._constructor = _StrictLoader("")
+
+    def build(self, node: yaml.Node, path: KeyPath) -> Any:
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, (*path, index)) for index, item in enumerate(node.value)]
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node, path)
+        raise TypeError(f"unexpected YAML node {type(node).__name__}")  # pragma: no cover - composer yields only these
+
+    def _mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                self.problems.append(
+                    Problem(
+                        code="merge_key",
+                        message="YAML merge keys ('<<') are not supported",
+                        file=self.file,
+                        line=key_node.start_mark.line + 1,
+                        key_path=format_key_path(path) or None,
+                        hint="write the keys out explicitly",
+                    )
+                )
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.problems.append(
+                    Problem(
+                        code="key_type",
+                        message="mapping keys must be plain strings",
+                        file=self.file,
+                        line=key_node.start_mark.line + 1,
+                        key_path=format_key_path(path) or None,
+                        hint="use a string key",
+                    )
+                )
+                continue
+            key = str(key_node.value)
+            child = (*path, key)
+            if key in out:
+                self.problems.append(
+                    Problem(
+                        code="duplicate_key",
+                        message=f"duplicate key {key!r} (first on line {self.lines.get(child)})",
+                        file=self.file,
+                        line=key_node.start_mark.line + 1,
+                        key_path=format_key_path(child),
+                        hint="keep only one of the two entries",
+                    )
+                )
+                continue
+            self.lines[child] = key_node.start_mark.line + 1
+            out[key] = self.build(value_node, child)
+        return out
+
+    def _scalar(self, node: yaml.ScalarNode, path: KeyPath) -> Any:
+        try:
+            value = self._constructor.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            self.problems.append(
+                Problem(
+                    code="unsupported_value",
+                    message=f"cannot read {node.value!r}: {getattr(exc, 'problem', None) or exc}",
+                    file=self.file,
+                    line=node.start_mark.line + 1,
+                    key_path=format_key_path(path) or None,
+                    hint="write a plain string, number, boolean or null (custom YAML tags are not supported)",
+                )
+            )
+            return None
+        if isinstance(value, float) and not math.isfinite(value):
+            self.problems.append(
+                Problem(
+                    code="non_finite_number",
+                    message=f"{node.value!r} is not a finite number",
+                    file=self.file,
+                    line=node.start_mark.line + 1,
+                    key_path=format_key_path(path) or None,
+                    hint="use a finite number; NaN and infinities are not allowed",
+                )
+            )
+        return value

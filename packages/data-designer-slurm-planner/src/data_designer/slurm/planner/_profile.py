@@ -1,0 +1,83 @@
+"""Cluster profiles: strict loading and the commented template ``profile init`` writes (pure)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from data_designer.slurm.contracts import PROFILE_SCHEMA_VERSION, Profile
+from data_designer.slurm.planner._document import parse_document
+from data_designer.slurm.planner._validation import validate_document
+
+
+def load_profile(text: str, *, file: str) -> Profile:
+    """Parse and validate a profile; every problem is reported at once with file, line and key path."""
+    return validate_document(Profile, parse_document(text, file=file), operation="profile.load")
+
+
+@dataclass(frozen=True)
+class ProfileTemplate:
+    """What ``profile init`` asks for; everything else gets a commented default."""
+
+    cluster: str = "default"
+    workspace_root: str = "/shared/data-designer-slurm"
+    account: str | None = None
+    gpu_partition: str = "gpu"
+    cpu_partition: str = "cpu"
+    gpus_per_node: int | str = "auto"
+    gpu_request: str = "gres"
+    container_runtime: str = "none"
+    python: str = "/usr/bin/python3"
+    default_time_limit: str = "04:00:00"
+
+
+def _q(value: str) -> str:
+    # A JSON string is a valid YAML double-quoted scalar: any printable text survives unchanged.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render_profile(template: ProfileTemplate) -> str:
+    """The commented, versioned profile file for ``template`` (YAML)."""
+    account = _q(template.account) if template.account is not None else "null"
+    gpus = template.gpus_per_node if isinstance(template.gpus_per_node, int) else _q(template.gpus_per_node)
+    return f"""\
+# data-designer-slurm cluster profile.
+# Validate with: data-designer slurm profile validate --profile THIS_FILE
+# Secrets never go here: list the NAMES of environment variables under `environment`.
+schema_version: {PROFILE_SCHEMA_VERSION}
+
+# The cluster used when --cluster is not given.
+default_cluster: {_q(template.cluster)}
+
+clusters:
+  {_q(template.cluster)}:
+    # Shared-filesystem directory visible from login and compute nodes (absolute path).
+    workspace_root: {_q(template.workspace_root)}
+    # Slurm account (--account); null uses your default account.
+    account: {account}
+    # Partitions for GPU work (model servers) and CPU work (probes, merges, image imports).
+    partitions:
+      gpu: {_q(template.gpu_partition)}
+      cpu: {_q(template.cpu_partition)}
+    # GPUs per node: a number, or "auto" to read it from the cluster's GRES (profile validate --probe).
+    gpus_per_node: {gpus}
+    # How GPUs are requested: "gres" (--gres=gpu:N) or "whole_node" (--exclusive, all GPUs of each node).
+    gpu_request: {_q(template.gpu_request)}
+    # Container runtime on compute nodes: "none", "pyxis" (pyxis/enroot) or "apptainer".
+    container_runtime: {_q(template.container_runtime)}
+    # Python on compute nodes with data-designer-slurm installed: an interpreter path, or `image: NAME`.
+    compute_python:
+      interpreter: {_q(template.python)}
+    # Default --time for jobs (minutes, "HH:MM:SS" or "D-HH:MM:SS"; quote it).
+    default_time_limit: {_q(template.default_time_limit)}
+    # Extra sbatch options, one "--name=value" per item; no shell parses them.
+    # Reserved (the planner sets them): job-name, array, output, error, signal, requeue, export,
+    # chdir, parsable, wrap, dependency, partition, account, time.
+    sbatch_options: []
+    # Names of environment variables passed to jobs (never their values), e.g. [HF_TOKEN].
+    environment: []
+    # Hugging Face cache on compute nodes.
+    huggingface:
+      hf_home: null
+      offline: true
+"""

@@ -1,0 +1,171 @@
+"""Validate a strict document against a contract, collecting every problem at once."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from data_designer.slurm.contracts import InvalidInputError, Problem, hint_of
+from data_designer.slurm.planner._document import Document, KeyPath, format_key_path
+from data_designer.slurm.planner._secrets import find_secret_literals
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+_TYPE_HINTS = {
+    "string_type": "write a string (quote it in YAML)",
+    "int_type": "write a whole number",
+    "bool_type": "write true or false",
+    "float_type": "write a number",
+    "dict_type": "write a mapping of keys to values",
+    "tuple_type": "write a list",
+    "list_type": "write a list",
+    "greater_than": "write a larger number",
+    "greater_than_equal": "write a larger number",
+    "less_than_equal": "write a smaller number",
+    "too_short": "add at least one entry",
+    "string_too_short": "write a non-empty value",
+    "finite_number": "use a finite number; NaN and infinities are not allowed",
+}
+
+
+def validate_document(model: type[ModelT], document: Document, *, operation: str) -> ModelT:
+    """Validate ``document`` as ``model``; raise one :class:`InvalidInputError` naming every problem."""
+    problems = list(document.problems)
+    problems.extend(find_secret_literals(document))
+    result: ModelT | None = None
+    if document.data is None and not document.problems:
+        problems.append(
+            Problem(code="empty_document", message="the file is empty", file=document.file, hint="write the document")
+        )
+    elif document.data is not None:
+        try:
+            result = model.model_validate(document.data)
+        except ValidationError as exc:
+            problems.extend(problems_from_validation(exc, document, model))
+    if problems or result is None:
+        ordered = sorted(_dedupe(problems), key=lambda p: (p.line or 0, p.key_path or ""))
+        raise InvalidInputError.from_problems(ordered, operation=operation, file=document.file)
+    return result
+
+
+def problems_from_validation(exc: ValidationError, document: Document, model: type[BaseModel]) -> list[Problem]:
+    """One problem per offending key path; alternatives of a union are merged into one message."""
+    by_path: dict[KeyPath, list[dict[str, Any]]] = {}
+    for error in exc.errors(include_url=False):
+        path = _data_path(document.data, tuple(error["loc"]), error["type"])
+        by_path.setdefault(path, []).append(dict(error))
+    problems = []
+    for path, errors in by_path.items():
+        problems.append(_problem(path, errors, document, model))
+    return problems
+
+
+def _problem(path: KeyPath, errors: list[dict[str, Any]], document: Document, model: type[BaseModel]) -> Problem:
+    first = errors[0]
+    kind = str(first["type"])
+    key = format_key_path(path) or None
+    if kind == "extra_forbidden":
+        allowed = allowed_keys(model, path[:-1])
+        hint = "remove it or fix its spelling"
+        if allowed:
+            hint += f"; keys allowed here: {', '.join(allowed)}"
+        return Problem(
+            code="unknown_key", message=f"unknown key {path[-1]!r}", file=document.file, line=document.line_of(path), key_path=key, hint=hint
+        )
+    if kind == "missing":
+        return Problem(
+            code="missing_key",
+            message=f"required key {path[-1]!r} is missing",
+            file=document.file,
+            line=document.line_of(path),
+            key_path=key,
+            hint=f"add '{path[-1]}'",
+        )
+    custom = [e for e in errors if hint_of(e)]
+    chosen = custom[0] if custom else first
+    message = chosen["msg"] if len(errors) == 1 or custom else " or ".join(dict.fromkeys(_lower(e["msg"]) for e in errors))
+    if not custom and "input" in chosen and not isinstance(chosen["input"], dict | list):
+        message = f"{message} (got {chosen['input']!r})"
+    return Problem(
+        code=str(chosen["type"]),
+        message=_lower(message),
+        file=document.file,
+        line=document.line_of(path),
+        key_path=key,
+        hint=hint_of(chosen) or (_TYPE_HINTS.get(str(chosen["type"])) if len(errors) == 1 else "write one of the accepted forms"),
+    )
+
+
+def _lower(message: str) -> str:
+    return message[:1].lower() + message[1:]
+
+
+def _data_path(data: Any, loc: tuple[Any, ...], kind: str) -> KeyPath:
+    """Keep the parts of a pydantic location that exist in the data (dropping union-branch tags)."""
+    out: list[str | int] = []
+    current = data
+    for index, part in enumerate(loc):
+        last = index == len(loc) - 1
+        if isinstance(current, dict) and part in current:
+            out.append(part)
+            current = current[part]
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            out.append(part)
+            current = current[part]
+        elif last and kind == "missing":
+            out.append(part)
+    return tuple(out)
+
+
+def allowed_keys(model: type[BaseModel], path: KeyPath) -> list[str]:
+    """The keys a mapping at ``path`` accepts, following the model's field annotations."""
+    node: Any = model
+    for part in path:
+        node = _step(node, part)
+        if node is None:
+            return []
+    models = [m for m in _models_in(node)]
+    keys: list[str] = []
+    for m in models:
+        keys.extend(f.alias or name for name, f in m.model_fields.items())
+    return sorted(dict.fromkeys(keys))
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _models_in(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+    return []
+
+
+def _step(annotation: Any, part: str | int) -> Any:
+    for m in _models_in(annotation):
+        field = m.model_fields.get(str(part))
+        if field is not None:
+            return field.annotation
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _step(typing.get_args(annotation)[0], part)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _step(arg, part)
+            if found is not None:
+                return found
+        return None
+    if origin is dict:
+        return typing.get_args(annotation)[1]
+    if origin in (tuple, list):
+        args = typing.get_args(annotation)
+        return args[0] if args else None
+    return None
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    return list(dict.fromkeys(problems))

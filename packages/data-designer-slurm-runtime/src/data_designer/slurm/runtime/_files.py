@@ -1,0 +1,107 @@
+"""Durable file writes and reads on the shared filesystem.
+
+Writes go to a temporary file in the target's directory, are fsynced, then renamed (replace)
+or hard-linked (create-only, which fails if the target appeared meanwhile: ``link(2)`` is
+atomic on NFS and Lustre where ``O_EXCL`` on the final name may not be). Nothing is ever left
+half-written under the final name.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+from pathlib import Path
+
+from data_designer.slurm.contracts import ConflictError, InvalidInputError, NotFoundError, UnavailableError
+
+
+def read_text(path: Path, *, operation: str) -> str:
+    """Read a UTF-8 text file, mapping OS failures onto the error tree."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise NotFoundError(
+            f"{str(path)!r} does not exist", code="file_not_found", operation=operation, file=str(path), hint="check the path"
+        ) from exc
+    except IsADirectoryError as exc:
+        raise InvalidInputError(
+            f"{str(path)!r} is a directory", code="not_a_file", operation=operation, file=str(path), hint="name a file"
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{str(path)!r} is not UTF-8 text", code="not_utf8", operation=operation, file=str(path), hint="save it as UTF-8"
+        ) from exc
+    except PermissionError as exc:
+        raise InvalidInputError(
+            f"{str(path)!r} is not readable", code="permission_denied", operation=operation, file=str(path), hint="fix its permissions"
+        ) from exc
+    except OSError as exc:
+        raise UnavailableError(
+            f"cannot read {str(path)!r}: {exc.strerror}", code="filesystem_unavailable", operation=operation, file=str(path)
+        ) from exc
+
+
+def write_text_atomic(path: Path, text: str, *, overwrite: bool, operation: str, mode: int = 0o644) -> bool:
+    """Write ``text`` to ``path`` atomically; returns whether an existing file was replaced.
+
+    With ``overwrite=False`` an existing file is never touched and :class:`ConflictError` is raised.
+    """
+    directory = path.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UnavailableError(
+            f"cannot create directory {str(directory)!r}: {exc.strerror}", code="filesystem_unavailable", operation=operation, file=str(path)
+        ) from exc
+    existed = path.exists()
+    if existed and not overwrite:
+        raise _exists(path, operation)
+    temp = directory / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        try:
+            os.write(fd, text.encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if overwrite:
+            os.replace(temp, path)
+        else:
+            try:
+                os.link(temp, path)
+            except FileExistsError as exc:
+                raise _exists(path, operation) from exc
+            finally:
+                os.unlink(temp)
+        _fsync_directory(directory)
+    except OSError as exc:
+        if temp.exists():
+            temp.unlink()
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise InvalidInputError(
+                f"cannot write {str(path)!r}: {exc.strerror}", code="permission_denied", operation=operation, file=str(path), hint="choose a writable location"
+            ) from exc
+        raise UnavailableError(
+            f"cannot write {str(path)!r}: {exc.strerror}", code="filesystem_unavailable", operation=operation, file=str(path)
+        ) from exc
+    return existed
+
+
+def _exists(path: Path, operation: str) -> ConflictError:
+    return ConflictError(
+        f"{str(path)!r} already exists", code="file_exists", operation=operation, file=str(path), hint="pass --force to overwrite it"
+    )
+
+
+def _fsync_directory(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - some filesystems refuse opening directories; the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - fsync on a directory is unsupported on some filesystems
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,17 @@
+"""The Typer application: the command groups and their commands (no heavy imports at module level)."""
+
+from __future__ import annotations
+
+import typer
+
+from data_designer.slurm.cli._profile_commands import profile_app
+
+app = typer.Typer(
+    name="slurm",
+    help="Run Data Designer jobs on Slurm GPU clusters: profiles, runs, status, retries, merges and benchmarks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.add_typer(profile_app, name="profile")

@@ -1,0 +1,156 @@
+"""Profile services: ``profile init`` and ``profile validate`` as Python operations."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from data_designer.slurm.contracts import (
+    PROFILE_ENV_VAR,
+    ClusterProfile,
+    ClusterSummary,
+    InvalidInputError,
+    NotFoundError,
+    Problem,
+    Profile,
+    ProfileInitResult,
+    ProfileValidation,
+)
+from data_designer.slurm.planner import ProfileTemplate, load_profile, parse_document, render_profile, validate_document
+from data_designer.slurm.runtime import read_text, write_text_atomic
+
+_INIT_OPTIONS = {
+    "workspace_root": "--workspace-root",
+    "account": "--account",
+    "gpu": "--gpu-partition",
+    "cpu": "--cpu-partition",
+    "gpus_per_node": "--gpus-per-node",
+    "gpu_request": "--gpu-request",
+    "container_runtime": "--container-runtime",
+    "interpreter": "--python",
+    "default_time_limit": "--time-limit",
+    "default_cluster": "--cluster",
+    "clusters": "--cluster",
+}
+
+
+def default_profile_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/data-designer-slurm/profile.yaml`` (``~/.config/...`` when unset)."""
+    env = os.environ if environ is None else environ
+    config_home = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
+    return Path(config_home) / "data-designer-slurm" / "profile.yaml"
+
+
+def resolve_profile_path(profile: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """``--profile FILE``, else ``$DATA_DESIGNER_SLURM_PROFILE``, else :func:`default_profile_path`."""
+    env = os.environ if environ is None else environ
+    if profile is not None and str(profile):
+        return Path(profile).expanduser().absolute()
+    named = env.get(PROFILE_ENV_VAR)
+    if named:
+        return Path(named).expanduser().absolute()
+    return default_profile_path(env)
+
+
+def load_profile_file(profile: str | Path | None = None, *, environ: Mapping[str, str] | None = None) -> tuple[Path, Profile]:
+    """Read and strictly validate the selected profile file."""
+    path = resolve_profile_path(profile, environ)
+    try:
+        text = read_text(path, operation="profile.load")
+    except NotFoundError as exc:
+        raise NotFoundError(
+            f"profile {str(path)!r} does not exist",
+            code="profile_not_found",
+            operation="profile.load",
+            file=str(path),
+            hint=f"create it with 'data-designer slurm profile init --profile {path}', or select another with --profile or ${PROFILE_ENV_VAR}",
+        ) from exc
+    return path, load_profile(text, file=str(path))
+
+
+def select_cluster(profile: Profile, cluster: str | None, *, file: str) -> tuple[str, ClusterProfile]:
+    """The cluster ``--cluster NAME`` names (else the default, else the only one)."""
+    name = profile.resolve_cluster_name(cluster)
+    if name is None:
+        names = ", ".join(profile.cluster_names())
+        if cluster is not None:
+            raise NotFoundError(
+                f"cluster {cluster!r} is not in the profile",
+                code="cluster_not_found",
+                operation="profile.select",
+                file=file,
+                key_path="clusters",
+                hint=f"use --cluster with one of: {names}",
+            )
+        raise InvalidInputError(
+            "the profile has several clusters and no default_cluster",
+            code="cluster_ambiguous",
+            operation="profile.select",
+            file=file,
+            key_path="default_cluster",
+            hint=f"pass --cluster NAME (one of: {names}) or set default_cluster",
+        )
+    return name, profile.clusters[name]
+
+
+def validate_profile(
+    profile: str | Path | None = None, cluster: str | None = None, *, environ: Mapping[str, str] | None = None
+) -> ProfileValidation:
+    """Load the profile strictly and summarise its clusters (raises with every problem found)."""
+    path, loaded = load_profile_file(profile, environ=environ)
+    selected, _ = select_cluster(loaded, cluster, file=str(path))
+    return ProfileValidation(
+        file=str(path),
+        schema_version=loaded.schema_version,
+        selected_cluster=selected,
+        clusters=tuple(_summary(name, loaded.clusters[name], name == selected) for name in loaded.cluster_names()),
+    )
+
+
+def init_profile(
+    profile: str | Path | None = None,
+    *,
+    template: ProfileTemplate | None = None,
+    force: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> ProfileInitResult:
+    """Write a commented profile; never overwrites an existing file unless ``force``."""
+    path = resolve_profile_path(profile, environ)
+    chosen = template or ProfileTemplate()
+    text = render_profile(chosen)
+    document = parse_document(text, file=str(path), fmt="yaml")
+    try:
+        validate_document(Profile, document, operation="profile.init")
+    except InvalidInputError as exc:
+        raise InvalidInputError.from_problems(
+            [_as_option_problem(p) for p in exc.problems], operation="profile.init"
+        ) from exc
+    overwritten = write_text_atomic(path, text, overwrite=force, operation="profile.init")
+    return ProfileInitResult(file=str(path), cluster=chosen.cluster, schema_version=1, overwritten=overwritten)
+
+
+def _as_option_problem(problem: Problem) -> Problem:
+    """Problems in the rendered template are caused by options: name the option, not the file line."""
+    key = (problem.key_path or "").replace("[", ".").split(".")
+    option = next((_INIT_OPTIONS[part] for part in reversed(key) if part in _INIT_OPTIONS), None)
+    return problem.model_copy(update={"file": None, "line": None, "key_path": option or problem.key_path})
+
+
+def _summary(name: str, cluster: ClusterProfile, selected: bool) -> ClusterSummary:
+    python = cluster.compute_python.interpreter or f"image:{cluster.compute_python.image}"
+    return ClusterSummary(
+        name=name,
+        selected=selected,
+        workspace_root=cluster.workspace_root,
+        account=cluster.account,
+        gpu_partition=cluster.partitions.gpu,
+        cpu_partition=cluster.partitions.cpu,
+        gpus_per_node=cluster.gpus_per_node,
+        gpu_request=cluster.gpu_request,
+        container_runtime=cluster.container_runtime,
+        compute_python=python,
+        default_time_limit=cluster.default_time_limit,
+        sbatch_options=cluster.sbatch_options,
+        environment=cluster.environment,
+    )
