@@ -64,7 +64,9 @@ class Problem(BaseModel):
     message: str
     file: str | None = None
     line: int | None = None
-    key_path: str | None = Field(default=None, description="Dotted path of the offending key, e.g. 'clusters.a.account'.")
+    key_path: str | None = Field(
+        default=None, description="Dotted path of the offending key, e.g. 'clusters.a.account'."
+    )
     hint: str | None = Field(default=None, description="How to fix it.")
 
     def render(self) -> str:
@@ -162,10 +164,14 @@ class InvalidInputError(SlurmExtensionError):
     default_code = "invalid_input"
 
     @classmethod
-    def from_problems(cls, problems: list[Problem], *, operation: str = "", file: str | None = None) -> InvalidInputError:
+    def from_problems(
+        cls, problems: list[Problem], *, operation: str = "", file: str | None = None
+    ) -> InvalidInputError:
         first = problems[0]
         count = len(problems)
-        summary = first.render() if count == 1 else f"{count} problems in {file or 'the input'}; first: {first.render()}"
+        summary = (
+            first.render() if count == 1 else f"{count} problems in {file or 'the input'}; first: {first.render()}"
+        )
         return cls(
             summary,
             code=first.code if count == 1 else "invalid_input",

@@ -65,8 +65,12 @@ class ClusterProfile(BaseModel):
 
     model_config = FROZEN
 
-    workspace_root: AbsolutePath = Field(description="Shared-filesystem directory visible from login and compute nodes.")
-    account: PrintableText | None = Field(default=None, description="Slurm account (--account); none uses the user's default.")
+    workspace_root: AbsolutePath = Field(
+        description="Shared-filesystem directory visible from login and compute nodes."
+    )
+    account: PrintableText | None = Field(
+        default=None, description="Slurm account (--account); none uses the user's default."
+    )
     partitions: Partitions
     gpus_per_node: PositiveInt | Literal["auto"] = "auto"
     gpu_request: GpuRequestStyle = "gres"
@@ -75,7 +79,9 @@ class ClusterProfile(BaseModel):
     default_time_limit: TimeLimit = "04:00:00"
     # Lists arrive from YAML/JSON as lists: the tuple fields alone accept them (strict=False); items stay strict.
     sbatch_options: tuple[SbatchOption, ...] = Field(default=(), strict=False)
-    environment: tuple[EnvVarName, ...] = Field(default=(), strict=False, description="Names of variables passed to jobs.")
+    environment: tuple[EnvVarName, ...] = Field(
+        default=(), strict=False, description="Names of variables passed to jobs."
+    )
     huggingface: HuggingFaceCache = HuggingFaceCache()
 
 

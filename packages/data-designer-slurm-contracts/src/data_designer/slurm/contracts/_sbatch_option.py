@@ -46,7 +46,10 @@ def _sbatch_option(value: str) -> str:
         raise PydanticCustomError(
             "sbatch_option_form",
             "sbatch option {value} is not of the form --name or --name=value",
-            {"value": repr(value), "hint": "write long options as one item each, e.g. '--constraint=a100&ib' or '--exclusive'"},
+            {
+                "value": repr(value),
+                "hint": "write long options as one item each, e.g. '--constraint=a100&ib' or '--exclusive'",
+            },
         )
     name = sbatch_option_name(value)
     if name in RESERVED_SBATCH_OPTIONS:

@@ -24,8 +24,7 @@ def parse_time_limit(text: str) -> int | None:
         match = form.match(text)
         if match:
             parts = {k: int(v) for k, v in match.groupdict().items() if v is not None}
-            seconds = parts.get("d", 0) * 86400 + parts.get("h", 0) * 3600 + parts.get("m", 0) * 60 + parts.get("s", 0)
-            return seconds
+            return parts.get("d", 0) * 86400 + parts.get("h", 0) * 3600 + parts.get("m", 0) * 60 + parts.get("s", 0)
     return None
 
 
@@ -44,7 +43,10 @@ def _time_limit(value: str) -> str:
         raise PydanticCustomError(
             "time_limit",
             "{value} is not a positive Slurm time limit",
-            {"value": repr(value), "hint": "write minutes, 'HH:MM:SS' or 'D-HH:MM:SS' as a quoted string, e.g. '04:00:00'"},
+            {
+                "value": repr(value),
+                "hint": "write minutes, 'HH:MM:SS' or 'D-HH:MM:SS' as a quoted string, e.g. '04:00:00'",
+            },
         )
     return value
 

@@ -41,7 +41,9 @@ _StrictLoader.add_implicit_resolver(
     ),
     list("-+0123456789."),
 )
-_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""])
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
+)
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,9 @@ def _syntax_problem(exc: yaml.YAMLError, file: str) -> Problem:
     mark = getattr(exc, "problem_mark", None)
     line = mark.line + 1 if mark is not None else None
     what = getattr(exc, "problem", None) or str(exc)
-    return Problem(code="syntax_error", message=f"invalid YAML: {what}", file=file, line=line, hint="fix the YAML syntax")
+    return Problem(
+        code="syntax_error", message=f"invalid YAML: {what}", file=file, line=line, hint="fix the YAML syntax"
+    )
 
 
 class _Builder:

@@ -73,7 +73,12 @@ def _problem(path: KeyPath, errors: list[dict[str, Any]], document: Document, mo
         if allowed:
             hint += f"; keys allowed here: {', '.join(allowed)}"
         return Problem(
-            code="unknown_key", message=f"unknown key {path[-1]!r}", file=document.file, line=document.line_of(path), key_path=key, hint=hint
+            code="unknown_key",
+            message=f"unknown key {path[-1]!r}",
+            file=document.file,
+            line=document.line_of(path),
+            key_path=key,
+            hint=hint,
         )
     if kind == "missing":
         return Problem(
@@ -86,7 +91,9 @@ def _problem(path: KeyPath, errors: list[dict[str, Any]], document: Document, mo
         )
     custom = [e for e in errors if hint_of(e)]
     chosen = custom[0] if custom else first
-    message = chosen["msg"] if len(errors) == 1 or custom else " or ".join(dict.fromkeys(_lower(e["msg"]) for e in errors))
+    message = (
+        chosen["msg"] if len(errors) == 1 or custom else " or ".join(dict.fromkeys(_lower(e["msg"]) for e in errors))
+    )
     if not custom and "input" in chosen and not isinstance(chosen["input"], dict | list):
         message = f"{message} (got {chosen['input']!r})"
     return Problem(
@@ -95,7 +102,8 @@ def _problem(path: KeyPath, errors: list[dict[str, Any]], document: Document, mo
         file=document.file,
         line=document.line_of(path),
         key_path=key,
-        hint=hint_of(chosen) or (_TYPE_HINTS.get(str(chosen["type"])) if len(errors) == 1 else "write one of the accepted forms"),
+        hint=hint_of(chosen)
+        or (_TYPE_HINTS.get(str(chosen["type"])) if len(errors) == 1 else "write one of the accepted forms"),
     )
 
 
@@ -109,10 +117,9 @@ def _data_path(data: Any, loc: tuple[Any, ...], kind: str) -> KeyPath:
     current = data
     for index, part in enumerate(loc):
         last = index == len(loc) - 1
-        if isinstance(current, dict) and part in current:
-            out.append(part)
-            current = current[part]
-        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+        if (isinstance(current, dict) and part in current) or (
+            isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
+        ):
             out.append(part)
             current = current[part]
         elif last and kind == "missing":
@@ -127,7 +134,7 @@ def allowed_keys(model: type[BaseModel], path: KeyPath) -> list[str]:
         node = _step(node, part)
         if node is None:
             return []
-    models = [m for m in _models_in(node)]
+    models = list(_models_in(node))
     keys: list[str] = []
     for m in models:
         keys.extend(f.alias or name for name, f in m.model_fields.items())

@@ -22,7 +22,11 @@ def read_text(path: Path, *, operation: str) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise NotFoundError(
-            f"{str(path)!r} does not exist", code="file_not_found", operation=operation, file=str(path), hint="check the path"
+            f"{str(path)!r} does not exist",
+            code="file_not_found",
+            operation=operation,
+            file=str(path),
+            hint="check the path",
         ) from exc
     except IsADirectoryError as exc:
         raise InvalidInputError(
@@ -30,15 +34,26 @@ def read_text(path: Path, *, operation: str) -> str:
         ) from exc
     except UnicodeDecodeError as exc:
         raise InvalidInputError(
-            f"{str(path)!r} is not UTF-8 text", code="not_utf8", operation=operation, file=str(path), hint="save it as UTF-8"
+            f"{str(path)!r} is not UTF-8 text",
+            code="not_utf8",
+            operation=operation,
+            file=str(path),
+            hint="save it as UTF-8",
         ) from exc
     except PermissionError as exc:
         raise InvalidInputError(
-            f"{str(path)!r} is not readable", code="permission_denied", operation=operation, file=str(path), hint="fix its permissions"
+            f"{str(path)!r} is not readable",
+            code="permission_denied",
+            operation=operation,
+            file=str(path),
+            hint="fix its permissions",
         ) from exc
     except OSError as exc:
         raise UnavailableError(
-            f"cannot read {str(path)!r}: {exc.strerror}", code="filesystem_unavailable", operation=operation, file=str(path)
+            f"cannot read {str(path)!r}: {exc.strerror}",
+            code="filesystem_unavailable",
+            operation=operation,
+            file=str(path),
         ) from exc
 
 
@@ -52,7 +67,10 @@ def write_text_atomic(path: Path, text: str, *, overwrite: bool, operation: str,
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UnavailableError(
-            f"cannot create directory {str(directory)!r}: {exc.strerror}", code="filesystem_unavailable", operation=operation, file=str(path)
+            f"cannot create directory {str(directory)!r}: {exc.strerror}",
+            code="filesystem_unavailable",
+            operation=operation,
+            file=str(path),
         ) from exc
     existed = path.exists()
     if existed and not overwrite:
@@ -80,17 +98,28 @@ def write_text_atomic(path: Path, text: str, *, overwrite: bool, operation: str,
             temp.unlink()
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise InvalidInputError(
-                f"cannot write {str(path)!r}: {exc.strerror}", code="permission_denied", operation=operation, file=str(path), hint="choose a writable location"
+                f"cannot write {str(path)!r}: {exc.strerror}",
+                code="permission_denied",
+                operation=operation,
+                file=str(path),
+                hint="choose a writable location",
             ) from exc
         raise UnavailableError(
-            f"cannot write {str(path)!r}: {exc.strerror}", code="filesystem_unavailable", operation=operation, file=str(path)
+            f"cannot write {str(path)!r}: {exc.strerror}",
+            code="filesystem_unavailable",
+            operation=operation,
+            file=str(path),
         ) from exc
     return existed
 
 
 def _exists(path: Path, operation: str) -> ConflictError:
     return ConflictError(
-        f"{str(path)!r} already exists", code="file_exists", operation=operation, file=str(path), hint="pass --force to overwrite it"
+        f"{str(path)!r} already exists",
+        code="file_exists",
+        operation=operation,
+        file=str(path),
+        hint="pass --force to overwrite it",
     )
 
 

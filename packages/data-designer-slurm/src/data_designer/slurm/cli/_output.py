@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 
 ResultT = TypeVar("ResultT", bound="BaseModel")
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON (errors as a JSON object on stderr).")]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print the result as JSON (errors as a JSON object on stderr).")
+]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")]
 
 

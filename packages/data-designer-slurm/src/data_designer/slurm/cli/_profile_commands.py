@@ -40,7 +40,9 @@ def init(
     account: Annotated[str | None, typer.Option("--account", help="Slurm account; omit to use your default.")] = None,
     gpu_partition: Annotated[str, typer.Option("--gpu-partition", help="Partition for GPU work.")] = "gpu",
     cpu_partition: Annotated[str, typer.Option("--cpu-partition", help="Partition for CPU work.")] = "cpu",
-    gpus_per_node: Annotated[str, typer.Option("--gpus-per-node", help="A number, or 'auto' (read from GRES).")] = "auto",
+    gpus_per_node: Annotated[
+        str, typer.Option("--gpus-per-node", help="A number, or 'auto' (read from GRES).")
+    ] = "auto",
     gpu_request: Annotated[str, typer.Option("--gpu-request", help="'gres' or 'whole_node'.")] = "gres",
     container_runtime: Annotated[
         str, typer.Option("--container-runtime", help="'none', 'pyxis' or 'apptainer'.")
@@ -48,7 +50,9 @@ def init(
     python: Annotated[
         str, typer.Option("--python", help="Python interpreter on compute nodes with data-designer-slurm installed.")
     ] = "/usr/bin/python3",
-    time_limit: Annotated[str, typer.Option("--time-limit", help="Default --time for jobs, e.g. '04:00:00'.")] = "04:00:00",
+    time_limit: Annotated[
+        str, typer.Option("--time-limit", help="Default --time for jobs, e.g. '04:00:00'.")
+    ] = "04:00:00",
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing profile file.")] = False,
     as_json: JsonOption = False,
     debug: DebugOption = False,
@@ -112,9 +116,22 @@ def validate(
             for c in result.clusters
         ]
         head = f"Profile {result.file} is valid (schema {result.schema_version}); selected cluster: {result.selected_cluster}"
-        return head + "\n\n" + table(
-            ["cluster", "workspace", "account", "gpu/cpu partition", "gpus/node", "gpu request", "containers", "time"],
-            rows,
+        return (
+            head
+            + "\n\n"
+            + table(
+                [
+                    "cluster",
+                    "workspace",
+                    "account",
+                    "gpu/cpu partition",
+                    "gpus/node",
+                    "gpu request",
+                    "containers",
+                    "time",
+                ],
+                rows,
+            )
         )
 
     run("profile.validate", call, render, as_json=as_json, debug=debug)

@@ -53,7 +53,9 @@ def resolve_profile_path(profile: str | Path | None = None, environ: Mapping[str
     return default_profile_path(env)
 
 
-def load_profile_file(profile: str | Path | None = None, *, environ: Mapping[str, str] | None = None) -> tuple[Path, Profile]:
+def load_profile_file(
+    profile: str | Path | None = None, *, environ: Mapping[str, str] | None = None
+) -> tuple[Path, Profile]:
     """Read and strictly validate the selected profile file."""
     path = resolve_profile_path(profile, environ)
     try:
