@@ -27,6 +27,20 @@ from data_designer.slurm.contracts._profile import (
 )
 from data_designer.slurm.contracts._profile_results import ClusterSummary, ProfileInitResult, ProfileValidation
 from data_designer.slurm.contracts._sbatch_option import RESERVED_SBATCH_OPTIONS, SbatchOption, sbatch_option_name
+from data_designer.slurm.contracts._scheduler import (
+    TERMINAL_TASK_STATES,
+    ArrayTaskBinding,
+    EvidenceSource,
+    Observation,
+    SourceReport,
+    SourceStatus,
+    SubmissionChunk,
+    SubmissionResult,
+    SubmissionUnit,
+    SubmittedChunk,
+    TaskEvidence,
+    TaskState,
+)
 from data_designer.slurm.contracts._time_limit import TimeLimit, format_time_limit, parse_time_limit
 from data_designer.slurm.contracts._types import (
     ENV_VAR_NAME_PATTERN,
@@ -47,7 +61,9 @@ __all__ = [
     "PROFILE_ENV_VAR",
     "PROFILE_SCHEMA_VERSION",
     "RESERVED_SBATCH_OPTIONS",
+    "TERMINAL_TASK_STATES",
     "AbsolutePath",
+    "ArrayTaskBinding",
     "CheckFailedError",
     "ClusterProfile",
     "ClusterSummary",
@@ -57,6 +73,7 @@ __all__ = [
     "EnvVarName",
     "ErrorCategory",
     "ErrorInfo",
+    "EvidenceSource",
     "ExitCode",
     "GpuRequestStyle",
     "HuggingFaceCache",
@@ -64,6 +81,7 @@ __all__ = [
     "InvalidInputError",
     "Name",
     "NotFoundError",
+    "Observation",
     "Partitions",
     "PrintableText",
     "Problem",
@@ -72,6 +90,14 @@ __all__ = [
     "ProfileValidation",
     "SbatchOption",
     "SlurmExtensionError",
+    "SourceReport",
+    "SourceStatus",
+    "SubmissionChunk",
+    "SubmissionResult",
+    "SubmissionUnit",
+    "SubmittedChunk",
+    "TaskEvidence",
+    "TaskState",
     "TimeLimit",
     "UnavailableError",
     "__version__",
