@@ -6,9 +6,9 @@ only the names of environment variables to pass through.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, PositiveInt, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, PositiveInt, model_validator
 from pydantic_core import PydanticCustomError
 
 from data_designer.slurm.contracts._sbatch_option import SbatchOption
@@ -21,6 +21,15 @@ PROFILE_ENV_VAR = "DATA_DESIGNER_SLURM_PROFILE"
 
 GpuRequestStyle = Literal["gres", "whole_node"]
 ContainerRuntime = Literal["none", "pyxis", "apptainer"]
+
+
+def _exact_int(value: object) -> object:
+    # Literal[1] alone accepts True and 1.0: they compare and hash equal to 1.
+    if isinstance(value, bool | float):
+        raise PydanticCustomError(
+            "int_type", "input should be a whole number, not {value}", {"value": repr(value), "hint": "write 1"}
+        )
+    return value
 
 
 class Partitions(BaseModel):
@@ -90,7 +99,7 @@ class Profile(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1]
+    schema_version: Annotated[Literal[1], BeforeValidator(_exact_int)]
     default_cluster: Name | None = None
     clusters: dict[Name, ClusterProfile] = Field(min_length=1)
 

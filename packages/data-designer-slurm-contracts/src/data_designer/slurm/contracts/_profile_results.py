@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from data_designer.slurm.contracts._probe import ProbeReport
 from data_designer.slurm.contracts._types import FROZEN
 
 
@@ -30,7 +31,7 @@ class ClusterSummary(BaseModel):
 
 
 class ProfileValidation(BaseModel):
-    """``profile validate``: the profile loaded strictly, with the selected cluster."""
+    """``profile validate``: the profile loaded strictly, with the selected cluster (and its probe, with ``--probe``)."""
 
     model_config = FROZEN
 
@@ -38,6 +39,7 @@ class ProfileValidation(BaseModel):
     schema_version: int
     selected_cluster: str
     clusters: tuple[ClusterSummary, ...]
+    probe: ProbeReport | None = Field(default=None, description="The probe of the selected cluster (--probe only).")
 
 
 class ProfileInitResult(BaseModel):

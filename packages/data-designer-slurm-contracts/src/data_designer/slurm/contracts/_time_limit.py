@@ -21,7 +21,7 @@ _FORMS = (
 def parse_time_limit(text: str) -> int | None:
     """Seconds in a Slurm time string ("90", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS"), or None."""
     for form in _FORMS:
-        match = form.match(text)
+        match = form.fullmatch(text)
         if match:
             parts = {k: int(v) for k, v in match.groupdict().items() if v is not None}
             return parts.get("d", 0) * 86400 + parts.get("h", 0) * 3600 + parts.get("m", 0) * 60 + parts.get("s", 0)

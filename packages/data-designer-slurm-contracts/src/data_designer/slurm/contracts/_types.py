@@ -54,7 +54,7 @@ def _absolute_path(value: str) -> str:
 
 
 def _env_var_name(value: str) -> str:
-    if not _ENV_VAR_NAME.match(value):
+    if not _ENV_VAR_NAME.fullmatch(value):
         raise PydanticCustomError(
             "env_var_name",
             "{value} is not an environment-variable name",
@@ -67,7 +67,7 @@ def _env_var_name(value: str) -> str:
 
 
 def _name(value: str) -> str:
-    if not _NAME.match(value):
+    if not _NAME.fullmatch(value):
         raise PydanticCustomError(
             "invalid_name",
             "{value} is not a valid name",

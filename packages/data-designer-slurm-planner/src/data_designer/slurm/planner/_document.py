@@ -44,6 +44,22 @@ _StrictLoader.add_implicit_resolver(
 _StrictLoader.add_implicit_resolver(
     "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
 )
+# Keep '<<' recognisable so that merge keys are reported instead of read as an ordinary key.
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    # YAML 1.2 core: '09' is decimal 9 (PyYAML's YAML 1.1 constructor reads a leading 0 as octal and fails).
+    value = str(loader.construct_scalar(node))
+    return int(value, 0) if value.startswith(("0o", "0x")) else int(value, 10)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+_COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
+# PyYAML's constructors raise these (not YAMLError) on malformed explicitly tagged scalars ('!!int abc',
+# '!!bool x', '!!timestamp x') and on integers beyond Python's digit limit.
+_CONSTRUCT_ERRORS = (yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError, OverflowError)
 
 
 @dataclass(frozen=True)
@@ -76,10 +92,12 @@ def format_key_path(path: KeyPath) -> str:
 
 
 def detect_format(file: str, text: str) -> DocumentFormat:
-    """JSON for ``.json`` files or text starting with ``{``, else YAML."""
-    if file.endswith(".json") or text.lstrip().startswith("{"):
+    """JSON for ``.json`` files, YAML for ``.yaml``/``.yml`` files, else JSON when the text starts with ``{``."""
+    if file.endswith(".json"):
         return "json"
-    return "yaml"
+    if file.endswith((".yaml", ".yml")):
+        return "yaml"
+    return "json" if text.lstrip().startswith("{") else "yaml"
 
 
 def parse_document(text: str, *, file: str, fmt: DocumentFormat | None = None) -> Document:
@@ -93,10 +111,10 @@ def parse_document(text: str, *, file: str, fmt: DocumentFormat | None = None) -
 def _parse_yaml(text: str, file: str) -> Document:
     try:
         node = yaml.compose(text, Loader=_StrictLoader)
-    except yaml.YAMLError as exc:
-        return Document(file=file, data=None, problems=(_syntax_problem(exc, file),))
-    builder = _Builder(file)
-    data = builder.build(node, ()) if node is not None else None
+        builder = _Builder(file)
+        data = builder.build(node, ()) if node is not None else None
+    except (yaml.YAMLError, RecursionError) as exc:
+        return Document(file=file, data=None, problems=(_syntax_problem(exc, file, text),))
     return Document(file=file, data=data, lines=builder.lines, problems=tuple(builder.problems))
 
 
@@ -116,7 +134,7 @@ def _parse_json(text: str, file: str) -> Document:
 
     try:
         data = json.loads(text, object_pairs_hook=pairs, parse_constant=reject_constant)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         line = getattr(exc, "lineno", None)
         return Document(
             file=file,
@@ -132,13 +150,13 @@ def _parse_json(text: str, file: str) -> Document:
             ),
         )
     # JSON is YAML flow syntax: compose it again to learn lines and the exact duplicate paths.
+    builder = _Builder(file)
     try:
         node = yaml.compose(text, Loader=_StrictLoader)
-    except yaml.YAMLError:
-        node = None
-    builder = _Builder(file)
-    if node is not None:
-        builder.build(node, ())
+        if node is not None:
+            builder.build(node, ())
+    except (yaml.YAMLError, RecursionError):
+        builder = _Builder(file)
     problems = list(builder.problems)
     if duplicates and not problems:
         problems = [
@@ -148,7 +166,24 @@ def _parse_json(text: str, file: str) -> Document:
     return Document(file=file, data=data, lines=builder.lines, problems=tuple(problems))
 
 
-def _syntax_problem(exc: yaml.YAMLError, file: str) -> Problem:
+def _describe(character: object) -> str:
+    return f"U+{character:04X}" if isinstance(character, int) else repr(character)
+
+
+def _syntax_problem(exc: yaml.YAMLError | RecursionError, file: str, text: str) -> Problem:
+    if isinstance(exc, RecursionError):
+        return Problem(
+            code="too_deep", message="the document is nested too deeply", file=file, hint="flatten the document"
+        )
+    if isinstance(exc, yaml.reader.ReaderError):
+        # str(ReaderError) spans two lines and it has no mark: report the character and its line instead.
+        return Problem(
+            code="syntax_error",
+            message=f"invalid YAML: unacceptable character {_describe(exc.character)}: {exc.reason}",
+            file=file,
+            line=text.count("\n", 0, exc.position) + 1,
+            hint="remove the character or write it as an escape in a double-quoted string",
+        )
     mark = getattr(exc, "problem_mark", None)
     line = mark.line + 1 if mark is not None else None
     what = getattr(exc, "problem", None) or str(exc)
@@ -165,9 +200,37 @@ class _Builder:
         self.lines: dict[KeyPath, int] = {}
         self.problems: list[Problem] = []
         self._constructor = _StrictLoader("")
+        self._built: set[int] = set()
 
     def build(self, node: yaml.Node, path: KeyPath) -> Any:
         self.lines.setdefault(path, node.start_mark.line + 1)
+        # The composer yields one node per occurrence except for aliases, which repeat an anchored node: rejecting
+        # them prevents cycles ('&a [*a]') and exponential expansion ("billion laughs").
+        if id(node) in self._built:
+            self.problems.append(
+                Problem(
+                    code="yaml_alias",
+                    message="YAML aliases ('*name') are not supported",
+                    file=self.file,
+                    line=self.lines.get(path),
+                    key_path=format_key_path(path) or None,
+                    hint="write the value out explicitly",
+                )
+            )
+            return None
+        self._built.add(id(node))
+        if isinstance(node, yaml.MappingNode | yaml.SequenceNode) and node.tag not in _COLLECTION_TAGS:
+            self.problems.append(
+                Problem(
+                    code="unsupported_value",
+                    message=f"YAML tag {node.tag!r} is not supported",
+                    file=self.file,
+                    line=node.start_mark.line + 1,
+                    key_path=format_key_path(path) or None,
+                    hint="remove the tag; write a plain mapping or list",
+                )
+            )
+            return None
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
@@ -224,7 +287,7 @@ class _Builder:
     def _scalar(self, node: yaml.ScalarNode, path: KeyPath) -> Any:
         try:
             value = self._constructor.construct_object(node, deep=True)
-        except yaml.YAMLError as exc:
+        except _CONSTRUCT_ERRORS as exc:
             self.problems.append(
                 Problem(
                     code="unsupported_value",

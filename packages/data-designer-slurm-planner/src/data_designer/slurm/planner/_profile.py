@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from data_designer.slurm.contracts import PROFILE_SCHEMA_VERSION, Profile
@@ -31,9 +32,14 @@ class ProfileTemplate:
     default_time_limit: str = "04:00:00"
 
 
+# Characters a YAML reader refuses (C1 controls, U+FFFE, U+FFFF) or reads as a line break (NEL), escaped in _q.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\ufffe\uffff]")
+
+
 def _q(value: str) -> str:
-    # A JSON string is a valid YAML double-quoted scalar: any printable text survives unchanged.
-    return json.dumps(value, ensure_ascii=False)
+    # A JSON string is a valid YAML double-quoted scalar; with the characters YAML treats specially escaped,
+    # any printable text survives unchanged.
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 
 def render_profile(template: ProfileTemplate) -> str:
@@ -71,7 +77,7 @@ clusters:
     # Default --time for jobs (minutes, "HH:MM:SS" or "D-HH:MM:SS"; quote it).
     default_time_limit: {_q(template.default_time_limit)}
     # Extra sbatch options, one "--name=value" per item; no shell parses them.
-    # Reserved (the planner sets them): job-name, array, output, error, signal, requeue, export,
+    # Reserved (the planner sets them): job-name, array, output, error, signal, requeue, no-requeue, export,
     # chdir, parsable, wrap, dependency, partition, account, time.
     sbatch_options: []
     # Names of environment variables passed to jobs (never their values), e.g. [HF_TOKEN].

@@ -37,7 +37,7 @@ def _walk(document: Document, value: Any, path: KeyPath) -> Iterator[Problem]:
         for key, child in value.items():
             child_path = (*path, key)
             if is_secret_like_key(key) and not isinstance(child, dict | list) and child is not None:
-                if not (isinstance(child, str) and _ENV_NAME.match(child)):
+                if not (isinstance(child, str) and _ENV_NAME.fullmatch(child)):
                     yield Problem(
                         code="secret_literal",
                         message=f"key {key!r} holds a literal value; secrets are never written into configuration",

@@ -20,6 +20,8 @@ _TYPE_HINTS = {
     "bool_type": "write true or false",
     "float_type": "write a number",
     "dict_type": "write a mapping of keys to values",
+    "model_type": "write a mapping of keys to values",
+    "literal_error": "use one of the values the message names",
     "tuple_type": "write a list",
     "list_type": "write a list",
     "greater_than": "write a larger number",

@@ -10,7 +10,7 @@ import typer
 from data_designer.slurm.cli._output import DebugOption, JsonOption, run, table
 
 if TYPE_CHECKING:
-    from data_designer.slurm.contracts import ProfileInitResult, ProfileValidation
+    from data_designer.slurm.contracts import ProbeReport, ProfileInitResult, ProfileValidation
 
 profile_app = typer.Typer(
     name="profile",
@@ -91,15 +91,50 @@ def init(
 def validate(
     profile: ProfileOption = None,
     cluster: ClusterOption = None,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe",
+            help="Also check the selected cluster against the real Slurm cluster (runs a tiny CPU job).",
+        ),
+    ] = False,
+    probe_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--probe-timeout",
+            min=1.0,
+            help="Seconds the probe waits for its job before cancelling it (default 180).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Load a profile strictly and report every problem with file, line, key and fix."""
+    """Load a profile strictly and report every problem with file, line, key and fix.
+
+    With --probe, the selected cluster is also checked against the real cluster, each check
+    reported as ok, failed or not run (with the reason): the Slurm commands answer; the gpu and
+    cpu partitions exist and are up; the user may use the account on them (sacctmgr); GPUs per
+    node from GRES ('auto' is resolved, a different number fails); workspace_root is writable; and
+    a tiny job on the cpu partition writes a token under workspace_root/.probe/ that is read back
+    here and imports the runtime, at this version, with the profile's compute Python.
+
+    Exit codes: 0 valid (and, with --probe, every check ok); 5 Slurm cannot be reached at all;
+    6 a probe check failed or did not run. With --json a failing probe prints nothing on stdout;
+    the error object on stderr lists one problem per check that failed or did not run (code
+    probe_CHECK_failed or probe_CHECK_not_run, the profile key and the fix). Without --json the
+    table of all checks is printed on stdout and the failures on stderr.
+    """
 
     def call() -> ProfileValidation:
+        from data_designer.slurm.contracts import ProbeFailedError
         from data_designer.slurm.services import validate_profile
 
-        return validate_profile(profile, cluster)
+        try:
+            return validate_profile(profile, cluster, probe=probe, probe_timeout_s=probe_timeout)
+        except ProbeFailedError as exc:
+            if not as_json:
+                typer.echo(render_probe(exc.report))
+            raise
 
     def render(result: ProfileValidation) -> str:
         rows = [
@@ -116,7 +151,7 @@ def validate(
             for c in result.clusters
         ]
         head = f"Profile {result.file} is valid (schema {result.schema_version}); selected cluster: {result.selected_cluster}"
-        return (
+        text = (
             head
             + "\n\n"
             + table(
@@ -133,5 +168,30 @@ def validate(
                 rows,
             )
         )
+        return text if result.probe is None else text + "\n\n" + render_probe(result.probe)
 
     run("profile.validate", call, render, as_json=as_json, debug=debug)
+
+
+_PROBE_STATUS = {"ok": "ok", "failed": "FAILED", "not_run": "not run"}
+
+
+def render_probe(report: ProbeReport) -> str:
+    """A summary line and one row per check, in the order they ran, with the fix for each that is not ok."""
+    slurm = report.slurm_cluster or "unknown"
+    if report.slurm_version:
+        slurm += f", Slurm {report.slurm_version}"
+    bad = report.not_ok()
+    total = len(report.checks)
+    verdict = f"all {total} checks ok" if not bad else f"{len(bad)} of {total} checks failed or did not run"
+    gpus = "" if report.gpus_per_node_resolved is None else f"; GPUs per node: {report.gpus_per_node_resolved}"
+    head = f"Probe of cluster {report.cluster!r} (Slurm cluster {slurm}) in {report.duration_s:.1f}s: {verdict}{gpus}"
+    rows = [
+        [
+            check.name,
+            _PROBE_STATUS[check.status],
+            check.detail + (f" (fix: {check.hint})" if check.hint and check.status != "ok" else ""),
+        ]
+        for check in report.checks
+    ]
+    return head + "\n\n" + table(["check", "status", "detail"], rows)

@@ -1,5 +1,6 @@
 """Public Python services of data-designer-slurm: one operation per CLI command, each returning a frozen result."""
 
+from data_designer.slurm.contracts import ProbeFailedError
 from data_designer.slurm.planner import ProfileTemplate
 from data_designer.slurm.services._profile import (
     default_profile_path,
@@ -11,6 +12,7 @@ from data_designer.slurm.services._profile import (
 )
 
 __all__ = [
+    "ProbeFailedError",
     "ProfileTemplate",
     "default_profile_path",
     "init_profile",

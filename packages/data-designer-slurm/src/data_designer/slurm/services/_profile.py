@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
 from data_designer.slurm.contracts import (
@@ -12,13 +14,22 @@ from data_designer.slurm.contracts import (
     ClusterSummary,
     InvalidInputError,
     NotFoundError,
+    ProbeFailedError,
+    ProbeReport,
     Problem,
     Profile,
     ProfileInitResult,
     ProfileValidation,
 )
 from data_designer.slurm.planner import ProfileTemplate, load_profile, parse_document, render_profile, validate_document
-from data_designer.slurm.runtime import read_text, write_text_atomic
+from data_designer.slurm.runtime import (
+    DEFAULT_PROBE_TIMEOUT_S,
+    CommandRunner,
+    SubprocessRunner,
+    probe_cluster,
+    read_text,
+    write_text_atomic,
+)
 
 _INIT_OPTIONS = {
     "workspace_root": "--workspace-root",
@@ -38,7 +49,9 @@ _INIT_OPTIONS = {
 def default_profile_path(environ: Mapping[str, str] | None = None) -> Path:
     """``$XDG_CONFIG_HOME/data-designer-slurm/profile.yaml`` (``~/.config/...`` when unset)."""
     env = os.environ if environ is None else environ
-    config_home = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
+    config_home = env.get("XDG_CONFIG_HOME") or ""
+    if not os.path.isabs(config_home):  # the XDG spec: relative values are invalid and ignored
+        config_home = str(Path(env.get("HOME") or Path.home()) / ".config")
     return Path(config_home) / "data-designer-slurm" / "profile.yaml"
 
 
@@ -97,17 +110,52 @@ def select_cluster(profile: Profile, cluster: str | None, *, file: str) -> tuple
 
 
 def validate_profile(
-    profile: str | Path | None = None, cluster: str | None = None, *, environ: Mapping[str, str] | None = None
+    profile: str | Path | None = None,
+    cluster: str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    probe: bool = False,
+    runner: CommandRunner | None = None,
+    clock: Callable[[], datetime] | None = None,
+    sleep: Callable[[float], None] | None = None,
+    probe_id: str | None = None,
+    probe_timeout_s: float | None = None,
 ) -> ProfileValidation:
-    """Load the profile strictly and summarise its clusters (raises with every problem found)."""
+    """Load the profile strictly and summarise its clusters (raises with every problem found).
+
+    With ``probe``, also check the selected cluster against the real Slurm cluster that ``runner``
+    reaches (default: the Slurm commands on PATH, in the environment ``environ``); ``clock``,
+    ``sleep`` and ``probe_id`` make the probe deterministic in tests; ``probe_timeout_s`` bounds the wait
+    for the probe job (default :data:`DEFAULT_PROBE_TIMEOUT_S`). A probe that does not pass
+    raises :class:`ProbeFailedError` (exit 6) carrying the whole report; Slurm that cannot be
+    reached at all raises :class:`UnavailableError` (exit 5).
+    """
     path, loaded = load_profile_file(profile, environ=environ)
-    selected, _ = select_cluster(loaded, cluster, file=str(path))
+    selected, selected_profile = select_cluster(loaded, cluster, file=str(path))
+    report: ProbeReport | None = None
+    if probe:
+        report = probe_cluster(
+            selected,
+            selected_profile,
+            runner=runner if runner is not None else SubprocessRunner(env=environ),
+            clock=clock or _utc_now,
+            sleep=sleep or time.sleep,
+            probe_id=probe_id,
+            timeout_s=DEFAULT_PROBE_TIMEOUT_S if probe_timeout_s is None else probe_timeout_s,
+        )
+        if not report.passed:
+            raise ProbeFailedError(report, operation="profile.validate", file=str(path))
     return ProfileValidation(
         file=str(path),
         schema_version=loaded.schema_version,
         selected_cluster=selected,
         clusters=tuple(_summary(name, loaded.clusters[name], name == selected) for name in loaded.cluster_names()),
+        probe=report,
     )
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 def init_profile(

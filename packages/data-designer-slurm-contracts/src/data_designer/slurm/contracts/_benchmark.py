@@ -1,0 +1,146 @@
+"""The benchmark file: a base run and sweep axes, expanded into ordered child runs.
+
+Children are ordinary runs of one shard each (one allocation measured per child), recognised
+again by their plan digests. Axes expand in declared order with repeats innermost.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, PositiveInt, model_validator
+from pydantic_core import PydanticCustomError
+
+from data_designer.slurm.contracts._run import EngineArgValue
+from data_designer.slurm.contracts._types import FROZEN, AbsolutePath, Name, PrintableText
+
+BENCHMARK_SCHEMA_VERSION = 1
+
+
+class BaseRun(BaseModel):
+    """The run every child starts from: a run file path, or the run inline."""
+
+    model_config = FROZEN
+
+    run: AbsolutePath | None = None
+    inline: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> BaseRun:
+        if (self.run is None) == (self.inline is None):
+            raise PydanticCustomError(
+                "base_run", "set exactly one of 'run' and 'inline'", {"hint": "e.g. 'run: /abs/path/run.yaml'"}
+            )
+        return self
+
+
+class ConcurrencyAxis(BaseModel):
+    model_config = FROZEN
+    axis: Literal["concurrency"]
+    alias: Name
+    values: tuple[PositiveInt, ...] = Field(strict=False, min_length=1)
+
+
+class TensorParallelAxis(BaseModel):
+    model_config = FROZEN
+    axis: Literal["tensor_parallel"]
+    alias: Name
+    values: tuple[PositiveInt, ...] = Field(strict=False, min_length=1)
+
+
+class ReplicasAxis(BaseModel):
+    model_config = FROZEN
+    axis: Literal["replicas"]
+    alias: Name
+    values: tuple[PositiveInt, ...] = Field(strict=False, min_length=1)
+
+
+class NodesAxis(BaseModel):
+    """Nodes per allocation: the alias gets as many replicas as fill that many nodes."""
+
+    model_config = FROZEN
+    axis: Literal["nodes"]
+    alias: Name
+    values: tuple[PositiveInt, ...] = Field(strict=False, min_length=1)
+
+
+class EngineArgAxis(BaseModel):
+    model_config = FROZEN
+    axis: Literal["engine_arg"]
+    alias: Name
+    arg: PrintableText = Field(description="Flag without leading dashes, e.g. max-num-seqs.")
+    values: tuple[EngineArgValue, ...] = Field(strict=False, min_length=1)
+
+
+class ModelAxis(BaseModel):
+    model_config = FROZEN
+    axis: Literal["model"]
+    alias: Name
+    values: tuple[PrintableText, ...] = Field(strict=False, min_length=1)
+
+
+class ImageAxis(BaseModel):
+    model_config = FROZEN
+    axis: Literal["image"]
+    alias: Name | None = Field(default=None, description="The deployment whose image varies; none = the client's.")
+    values: tuple[PrintableText, ...] = Field(strict=False, min_length=1)
+
+
+Axis = Annotated[
+    ConcurrencyAxis | TensorParallelAxis | ReplicasAxis | NodesAxis | EngineArgAxis | ModelAxis | ImageAxis,
+    Field(discriminator="axis"),
+]
+
+
+class FixedRecords(BaseModel):
+    """Every child generates the same number of records."""
+
+    model_config = FROZEN
+    policy: Literal["fixed"]
+    records: PositiveInt
+
+
+class ScaledRecords(BaseModel):
+    """Records scale with the child's total concurrency, within bounds (enough work to reach steady state)."""
+
+    model_config = FROZEN
+    policy: Literal["scaled"]
+    per_concurrency: PositiveInt
+    min_records: PositiveInt
+    max_records: PositiveInt
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScaledRecords:
+        if self.min_records > self.max_records:
+            raise PydanticCustomError(
+                "record_bounds", "min_records exceeds max_records", {"hint": "make min_records <= max_records"}
+            )
+        return self
+
+
+RecordPolicy = Annotated[FixedRecords | ScaledRecords, Field(discriminator="policy")]
+
+
+class AnalysisTargets(BaseModel):
+    """What the analysis projects and recommends for."""
+
+    model_config = FROZEN
+    total_records: PositiveInt | None = None
+    gpu_budget_hours: PositiveInt | None = None
+    target_runtime_per_job_s: PositiveInt | None = None
+
+
+class BenchmarkSpec(BaseModel):
+    """A benchmark file (``schema_version: 1``)."""
+
+    model_config = FROZEN
+
+    schema_version: Literal[1]
+    name: Name
+    base: BaseRun
+    axes: tuple[Axis, ...] = Field(strict=False, default=())
+    repeats: PositiveInt = 1
+    records: RecordPolicy
+    exclusive: bool = Field(default=True, description="Children run on exclusive nodes (no noisy neighbours).")
+    max_concurrent_children: PositiveInt = 1
+    targets: AnalysisTargets = AnalysisTargets()

@@ -1,0 +1,206 @@
+"""Execution plans: the immutable, reviewable result of compiling a run file against a profile.
+
+Plan identity is run-independent: :attr:`ExecutionPlan.digest` covers what will be computed and
+how (resolved run, config digest, layout, argv, script), never a run id, job name, timestamp or
+run-directory path; those are bound at submission (:class:`SubmissionBinding`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt
+
+from data_designer.slurm.contracts._run import RunSpec
+from data_designer.slurm.contracts._scheduler import ArrayTaskBinding
+from data_designer.slurm.contracts._types import FROZEN
+
+PLAN_SCHEMA_VERSION = 1
+
+
+class ClusterFacts(BaseModel):
+    """What the planner knows about the cluster beyond the profile (probed by the runtime; defaults offline)."""
+
+    model_config = FROZEN
+
+    gpus_per_node: PositiveInt | None = Field(
+        default=None, description="None: unknown (profile says auto, not probed)."
+    )
+    max_array_size: PositiveInt = Field(default=1001, description="Slurm MaxArraySize: array indices are < this.")
+
+
+class ImageRecord(BaseModel):
+    """A registered container image as the planner sees it (no bytes read)."""
+
+    model_config = FROZEN
+
+    name: str
+    path: str
+    kind: Literal["squashfs", "sif", "other"] = "other"
+    digest: str | None = None
+
+
+class Unresolved(BaseModel):
+    """Something the planner could not know offline; it blocks submission until resolved."""
+
+    model_config = FROZEN
+
+    what: Literal["image", "gpus_per_node"]
+    key_path: str
+    detail: str
+    hint: str
+
+
+class PlanWarning(BaseModel):
+    model_config = FROZEN
+
+    code: str
+    key_path: str | None = None
+    message: str
+
+
+class ShardPlan(BaseModel):
+    """One shard: its global record-index range ``[start, stop)`` and its sampler seed."""
+
+    model_config = FROZEN
+
+    shard: NonNegativeInt
+    start: NonNegativeInt
+    stop: PositiveInt
+    seed: NonNegativeInt
+
+    @property
+    def records(self) -> int:
+        return self.stop - self.start
+
+
+class ImagePlan(BaseModel):
+    model_config = FROZEN
+
+    reference: str = Field(description="As authored: a registered name or a path.")
+    path: str | None = Field(default=None, description="Resolved path; None while unresolved.")
+    runtime: Literal["pyxis", "apptainer"]
+
+
+class ReplicaPlan(BaseModel):
+    """One server replica: where it runs in the allocation and exactly how it is started."""
+
+    model_config = FROZEN
+
+    alias: str
+    replica: NonNegativeInt
+    engine: Literal["vllm", "command"]
+    served_name: str
+    node_indices: tuple[NonNegativeInt, ...] | None = Field(
+        default=None, description="Nodes of the allocation (0-based) this replica uses; None while GPUs/node unknown."
+    )
+    gpus_per_node: NonNegativeInt = Field(description="GPUs the replica's step takes on each of its nodes.")
+    gpus: NonNegativeInt = Field(description="GPUs in total (tensor x pipeline parallel for vLLM).")
+    cpus: PositiveInt
+    argv: tuple[str, ...] = Field(
+        description="Exact argv; '{host}', '{port}' and '{api_key}' are bound in the allocation (bind probe, per-attempt key)."
+    )
+    environment: dict[str, str] = Field(description="Variables set for the server (values planned here, no secrets).")
+    pass_environment: tuple[str, ...] = Field(description="Names of variables passed through from the job.")
+    bind: Literal["loopback", "all"] = Field(description="Loopback unless the replica spans nodes.")
+    requires_api_key: bool = Field(description="A per-attempt key generated in the allocation (multi-node replicas).")
+    health_path: str
+    startup_timeout_s: PositiveInt
+    image: ImagePlan | None = None
+
+
+class EndpointPlan(BaseModel):
+    """How the client reaches one model alias."""
+
+    model_config = FROZEN
+
+    alias: str
+    kind: Literal["deployed", "external"]
+    model: str
+    endpoint: str | None = Field(default=None, description="External base URL; deployed endpoints are bound at start.")
+    api_key_env: str | None = None
+    replicas: tuple[NonNegativeInt, ...] = ()
+    concurrency: PositiveInt
+
+
+class ClientPlan(BaseModel):
+    """The Data Designer client worker of each allocation."""
+
+    model_config = FROZEN
+
+    argv: tuple[str, ...]
+    batch_size: PositiveInt
+    cpus: PositiveInt
+    memory_gb: PositiveInt
+    endpoints: tuple[EndpointPlan, ...]
+    image: ImagePlan | None = None
+
+
+class AllocationPlan(BaseModel):
+    """One shard's static allocation (every shard gets the same shape)."""
+
+    model_config = FROZEN
+
+    nodes: PositiveInt | None = Field(description="None while GPUs per node are unknown.")
+    gpus_per_node: NonNegativeInt | None
+    gpus: NonNegativeInt = Field(description="GPUs used by all replicas together.")
+    cpus_per_node: PositiveInt
+    partition: str
+    account: str | None
+    time_limit: str
+    time_limit_s: PositiveInt
+    exclusive: bool
+    requeue: bool
+    warning_lead_s: PositiveInt
+    drain_grace_s: PositiveInt
+    replicas: tuple[ReplicaPlan, ...]
+    client: ClientPlan
+
+
+class ChunkLayout(BaseModel):
+    """One array chunk before binding: array spec, index offset and index -> (shard, attempt)."""
+
+    model_config = FROZEN
+
+    chunk: NonNegativeInt
+    array_spec: str
+    index_offset: NonNegativeInt
+    tasks: tuple[ArrayTaskBinding, ...]
+
+
+class SubmissionLayout(BaseModel):
+    """The batch script and chunking of the shards; job names and paths are bound at submission."""
+
+    model_config = FROZEN
+
+    script: str
+    sbatch_args: tuple[str, ...] = Field(description="Authored sbatch options (argv elements, never in the script).")
+    chunks: tuple[ChunkLayout, ...]
+
+
+class ExecutionPlan(BaseModel):
+    """What a run will compute and how; identical inputs give identical plans and digests."""
+
+    model_config = FROZEN
+
+    schema_version: Literal[1] = 1
+    digest: str = Field(description="sha256 of the canonical JSON of every other field.")
+    run: RunSpec = Field(description="The run with every default spelled out.")
+    cluster: str
+    config_digest: str
+    shards: tuple[ShardPlan, ...]
+    allocation: AllocationPlan
+    submission: SubmissionLayout
+    gpu_hours_upper_bound: float | None
+    unresolved: tuple[Unresolved, ...] = ()
+    warnings: tuple[PlanWarning, ...] = ()
+
+
+class SubmissionBinding(BaseModel):
+    """What binds a plan to one run at submission: ids, names and paths (outside the plan digest)."""
+
+    model_config = FROZEN
+
+    run_id: str
+    run_dir: str
+    job_name_prefix: str

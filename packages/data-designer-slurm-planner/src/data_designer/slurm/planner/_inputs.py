@@ -1,0 +1,92 @@
+"""Run and benchmark files: strict loading, and resolving the documents they point at (pure).
+
+The planner never reads files. A caller loads the run text, asks :func:`config_path` which file
+(if any) holds the Data Designer config, reads it, and passes its text to
+:func:`resolve_config`. Benchmarks work the same way for their base run (:func:`base_run_path`,
+:func:`load_base_run`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from data_designer.slurm.contracts import BenchmarkSpec, InvalidInputError, Problem, RunSpec
+from data_designer.slurm.planner._document import Document, parse_document
+from data_designer.slurm.planner._validation import validate_document
+
+
+def load_run(text: str, *, file: str) -> RunSpec:
+    """Parse and validate a run file; every problem is reported at once with file, line and key path."""
+    return validate_document(RunSpec, parse_document(text, file=file), operation="run.load")
+
+
+def load_benchmark(text: str, *, file: str) -> BenchmarkSpec:
+    """Parse and validate a benchmark file; every problem is reported at once with file, line and key path."""
+    return validate_document(BenchmarkSpec, parse_document(text, file=file), operation="benchmark.load")
+
+
+def config_path(run: RunSpec) -> str | None:
+    """The file holding the run's Data Designer config, or None when the config is inline."""
+    return run.data_designer.config
+
+
+def resolve_config(run: RunSpec, text: str | None = None) -> dict[str, Any]:
+    """The Data Designer config of ``run`` as a mapping: the inline one, or ``text`` read from :func:`config_path`."""
+    path = run.data_designer.config
+    if path is None:
+        assert run.data_designer.inline is not None
+        return dict(run.data_designer.inline)
+    if text is None:
+        raise InvalidInputError(
+            f"the config file {path!r} was not given to the planner",
+            code="config_text_missing",
+            operation="run.config",
+            key_path="data_designer.config",
+            hint="read the file named by data_designer.config and pass its text",
+        )
+    document = parse_document(text, file=path)
+    problems = list(document.problems)
+    if not problems and not isinstance(document.data, dict):
+        problems.append(
+            Problem(
+                code="config_not_mapping",
+                message="the Data Designer config is not a mapping",
+                file=path,
+                line=1,
+                hint="point data_designer.config at a config file written by the host's config builder",
+            )
+        )
+    if problems:
+        raise InvalidInputError.from_problems(problems, operation="run.config", file=path)
+    assert isinstance(document.data, dict)
+    return document.data
+
+
+def base_run_path(benchmark: BenchmarkSpec) -> str | None:
+    """The run file a benchmark starts from, or None when its base run is inline."""
+    return benchmark.base.run
+
+
+def load_base_run(benchmark: BenchmarkSpec, text: str | None = None, *, file: str) -> RunSpec:
+    """The base run of ``benchmark`` (``file`` names the benchmark): the inline one, or ``text`` of its run file."""
+    path = benchmark.base.run
+    if path is not None:
+        if text is None:
+            raise InvalidInputError(
+                f"the base run file {path!r} was not given to the planner",
+                code="base_run_text_missing",
+                operation="benchmark.base",
+                file=file,
+                key_path="base.run",
+                hint="read the file named by base.run and pass its text",
+            )
+        return load_run(text, file=path)
+    assert benchmark.base.inline is not None
+    try:
+        return validate_document(RunSpec, Document(file=file, data=benchmark.base.inline), operation="benchmark.base")
+    except InvalidInputError as exc:
+        problems = [
+            p.model_copy(update={"key_path": "base.inline" + (f".{p.key_path}" if p.key_path else "")})
+            for p in exc.problems
+        ]
+        raise InvalidInputError.from_problems(problems, operation="benchmark.base", file=file) from exc

@@ -1,0 +1,172 @@
+"""validate_document: every problem of a document at once, each with code, key path, line and fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from data_designer.slurm.contracts import ClusterProfile, InvalidInputError, Problem, Profile
+from data_designer.slurm.planner import allowed_keys, parse_document, validate_document
+
+TOKEN = "nvapi-abcdefghijklmnopqrstuv"
+
+BROKEN = f"""\
+schema_version: 1
+clusters:
+  a:
+    workspace_root: relative/ws
+    acount: x
+    account: {TOKEN}
+    partitions:
+      gpu: gpu
+      cpu: 12
+    gpu_request: exclusive
+    compute_python:
+      interpreter: /usr/bin/python3
+    sbatch_options:
+      - --exclusive
+      - --time=01:00:00
+      - "--constraint=a\\nb"
+    environment: [hf_token]
+"""
+
+
+def problems_of(text: str, file: str = "p.yaml") -> tuple[Problem, ...]:
+    with pytest.raises(InvalidInputError) as caught:
+        validate_document(Profile, parse_document(text, file=file), operation="profile.load")
+    error = caught.value
+    assert error.exit_code == 2
+    assert error.info.operation == "profile.load"
+    assert error.info.file == file
+    return error.problems
+
+
+def test_every_problem_is_reported_at_once_sorted_by_line() -> None:
+    problems = problems_of(BROKEN)
+    assert [(p.code, p.key_path, p.line) for p in problems] == [
+        ("relative_path", "clusters.a.workspace_root", 4),
+        ("unknown_key", "clusters.a.acount", 5),
+        ("secret_literal", "clusters.a.account", 6),
+        ("string_type", "clusters.a.partitions.cpu", 9),
+        ("literal_error", "clusters.a.gpu_request", 10),
+        ("reserved_sbatch_option", "clusters.a.sbatch_options[1]", 15),
+        ("control_character", "clusters.a.sbatch_options[2]", 16),
+        ("env_var_name", "clusters.a.environment[0]", 17),
+    ]
+    for problem in problems:
+        assert problem.file == "p.yaml"
+        assert problem.hint, problem
+        assert "\n" not in problem.render()
+    assert TOKEN not in " ".join(p.render() for p in problems)
+
+
+def test_the_error_summarises_the_count_and_the_first_problem() -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        validate_document(Profile, parse_document(BROKEN, file="p.yaml"), operation="profile.load")
+    info = caught.value.info
+    assert info.code == "invalid_input"
+    assert info.message.startswith("8 problems in p.yaml; first: p.yaml:4: clusters.a.workspace_root: ")
+    assert info.render_lines()[0] == problems_of(BROKEN)[0].render()
+    assert len(info.render_lines()) == 8
+
+
+def test_unknown_keys_hint_at_the_keys_allowed_there() -> None:
+    (unknown,) = [p for p in problems_of(BROKEN) if p.code == "unknown_key"]
+    assert unknown.message == "unknown key 'acount'"
+    assert unknown.hint is not None
+    assert "remove it or fix its spelling" in unknown.hint
+    assert "keys allowed here: account, compute_python, container_runtime" in unknown.hint
+
+
+def test_unknown_top_level_key() -> None:
+    text = "schema_version: 1\nclusterz: {}\nclusters:\n  a:\n    workspace_root: /w\n"
+    problems = problems_of(text)
+    unknown = [p for p in problems if p.code == "unknown_key"]
+    assert [(p.key_path, p.line) for p in unknown] == [("clusterz", 2)]
+    assert unknown[0].hint is not None
+    assert unknown[0].hint.endswith("keys allowed here: clusters, default_cluster, schema_version")
+
+
+def test_a_wrong_type_names_the_value_it_got() -> None:
+    problems = problems_of(BROKEN)
+    (wrong,) = [p for p in problems if p.code == "string_type"]
+    assert "(got 12)" in wrong.message
+    assert wrong.hint == "write a string (quote it in YAML)"
+
+
+def test_missing_keys_point_at_the_enclosing_mapping() -> None:
+    text = "schema_version: 1\nclusters:\n  a:\n    partitions: {gpu: g, cpu: c}\n"
+    problems = problems_of(text)
+    assert [(p.code, p.key_path, p.line) for p in problems] == [
+        ("missing_key", "clusters.a.compute_python", 3),
+        ("missing_key", "clusters.a.workspace_root", 3),
+    ]
+    assert [p.hint for p in problems] == ["add 'compute_python'", "add 'workspace_root'"]
+
+
+def test_union_alternatives_are_merged_into_one_problem() -> None:
+    text = BROKEN.replace("    gpu_request: exclusive\n", "    gpus_per_node: eight\n")
+    (gpus,) = [p for p in problems_of(text) if p.key_path == "clusters.a.gpus_per_node"]
+    assert gpus.line == 10
+    assert "integer" in gpus.message
+    assert "'auto'" in gpus.message
+    assert gpus.hint
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "key_path"),
+    [
+        ("- 1\n", "model_type", None),
+        ("5\n", "model_type", None),
+        ("schema_version: 2\nclusters: {a: {}}\n", "literal_error", "schema_version"),
+        ("schema_version: 1\nclusters: []\n", "dict_type", "clusters"),
+        ("schema_version: 1\nclusters: {}\n", "too_short", "clusters"),
+    ],
+)
+def test_wrongly_shaped_documents_get_a_fix(text: str, code: str, key_path: str | None) -> None:
+    problems = [p for p in problems_of(text) if p.code == code]
+    assert len(problems) == 1
+    assert problems[0].key_path == key_path
+    assert problems[0].hint
+
+
+def test_syntax_errors_are_reported_alone() -> None:
+    problems = problems_of("schema_version: 1\nclusters: [\n")
+    assert [p.code for p in problems] == ["syntax_error"]
+    assert problems[0].line == 3
+
+
+def test_duplicate_keys_are_reported_with_validation_problems() -> None:
+    text = "schema_version: 1\nschema_version: 1\nclusters: {}\n"
+    problems = problems_of(text)
+    assert [(p.code, p.line) for p in problems] == [("duplicate_key", 2), ("too_short", 3)]
+
+
+def test_an_empty_document_is_a_problem() -> None:
+    problems = problems_of("# nothing here\n")
+    assert [(p.code, p.file) for p in problems] == [("empty_document", "p.yaml")]
+    assert problems[0].hint
+
+
+def test_a_valid_document_returns_the_model() -> None:
+    text = "schema_version: 1\nclusters:\n  a:\n    workspace_root: /w\n    partitions: {gpu: g, cpu: c}\n    compute_python: {image: dd}\n"
+    profile = validate_document(Profile, parse_document(text, file="p.yaml"), operation="profile.load")
+    assert isinstance(profile, Profile)
+    assert profile.clusters["a"].compute_python.image == "dd"
+
+
+def test_a_secret_literal_alone_fails_an_otherwise_valid_document() -> None:
+    text = f"schema_version: 1\nclusters:\n  a:\n    workspace_root: /w\n    partitions: {{gpu: g, cpu: c}}\n    compute_python: {{image: {TOKEN}}}\n"
+    problems = problems_of(text)
+    assert [(p.code, p.key_path, p.line) for p in problems] == [
+        ("secret_literal", "clusters.a.compute_python.image", 6)
+    ]
+
+
+def test_allowed_keys_follow_the_model() -> None:
+    assert allowed_keys(Profile, ()) == ["clusters", "default_cluster", "schema_version"]
+    assert allowed_keys(Profile, ("clusters", "any")) == sorted(ClusterProfile.model_fields)
+    assert allowed_keys(Profile, ("clusters", "any", "partitions")) == ["cpu", "gpu"]
+    assert allowed_keys(Profile, ("clusters", "any", "compute_python")) == ["image", "interpreter"]
+    assert allowed_keys(Profile, ("clusters", "any", "huggingface")) == ["hf_home", "offline"]
+    assert allowed_keys(Profile, ("clusters", "any", "workspace_root")) == []
+    assert allowed_keys(Profile, ("nowhere",)) == []

@@ -1,0 +1,45 @@
+"""Pytest plugin for install_leaf: a package's own tests must exercise the INSTALLED wheel, not the source tree.
+
+Loaded with ``-p installed_guard`` when a package's tests run inside a fresh venv. Before collection it requires
+the leaf under test (``DDS_LEAF``) to resolve into this venv's site-packages; after the run it fails the session
+if any ``data_designer.slurm`` module was imported from anywhere else.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+_SITE = Path(sysconfig.get_path("purelib")).resolve()
+
+
+def _outside_venv() -> list[str]:
+    loaded = [(name, getattr(module, "__file__", None)) for name, module in sorted(sys.modules.items())]
+    return [
+        f"{name} from {file}"
+        for name, file in loaded
+        if name.startswith("data_designer.slurm.") and file and not Path(file).resolve().is_relative_to(_SITE)
+    ]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    leaf = os.environ.get("DDS_LEAF", "")
+    spec = importlib.util.find_spec(f"data_designer.slurm.{leaf}") if leaf else None
+    if spec is None or spec.origin is None or not Path(spec.origin).resolve().is_relative_to(_SITE):
+        origin = None if spec is None else spec.origin
+        raise pytest.UsageError(f"data_designer.slurm.{leaf or '<DDS_LEAF unset>'} must import from {_SITE}: {origin}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    leaf = os.environ["DDS_LEAF"]
+    problems = _outside_venv()
+    if f"data_designer.slurm.{leaf}" not in sys.modules:
+        problems.append(f"the tests never imported data_designer.slurm.{leaf}")
+    if problems:
+        sys.stderr.write("installed_guard: " + "; ".join(problems) + "\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
