@@ -28,7 +28,6 @@ from nox.command import CommandFailed
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "none"
-nox.options.error_on_missing_interpreters = True
 
 ROOT = Path(__file__).resolve().parent
 DIST = ROOT / "dist"
@@ -173,9 +172,11 @@ def _pip(session: nox.Session, venv: Path, *args: str) -> None:
 
 def _venv_env(venv: Path) -> dict[str, str | None]:
     """Environment for commands run inside ``venv``: its bin first, nothing leaking in from the workspace venv."""
+    workspace_bin = str(ROOT / ".venv" / "bin")
+    path = [str(venv / "bin"), *(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != workspace_bin)]
     return {
         "VIRTUAL_ENV": str(venv),
-        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PATH": os.pathsep.join(path),
         "PYTHONPATH": None,
         "DDS_WHEEL_DIST": str(DIST),
     }

@@ -1,8 +1,9 @@
-"""Fixtures for wheel_tests: checks that run inside venvs built from dist/ by noxfile.py, never in the workspace.
+"""Fixtures for wheel_tests: checks of the built artifacts and of venvs installed from them (run by noxfile.py).
 
-Each nox session (build, install_base, install_extra, install_leaf) creates a fresh venv, installs built wheels
-and pytest into it, and runs the test files that describe that venv's state with that venv's own pytest, so every
-import here resolves to installed wheels. ``DDS_WHEEL_DIST`` names the dist/ directory the wheels came from.
+The install_base, install_extra and install_leaf sessions each create a fresh venv, install built wheels and
+pytest into it, and run the test files that describe that venv's state with that venv's own pytest, so every
+import resolves to installed wheels (the ``site_packages`` fixture refuses the workspace's editable venv). Only
+test_dist.py, run by the build session, reads dist/ from the workspace venv. ``DDS_WHEEL_DIST`` names dist/.
 """
 
 from __future__ import annotations
@@ -21,12 +22,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-DISTRIBUTIONS = (
-    "data-designer-slurm-contracts",
-    "data-designer-slurm-planner",
-    "data-designer-slurm-runtime",
-    "data-designer-slurm",
-)
 
 RunCli = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 ImportedModules = Callable[[Sequence[str]], frozenset[str]]

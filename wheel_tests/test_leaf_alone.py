@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,20 @@ def test_stack_imports_from_the_venv(leaves: tuple[str, ...], site_packages: Pat
         assert spec is not None, leaf
         assert spec.origin is not None
         assert Path(spec.origin).resolve().is_relative_to(site_packages), spec.origin
+
+
+def test_installed_files_are_the_built_wheels(
+    leaves: tuple[str, ...],
+    site_packages: Path,
+    wheel_record: Callable[[str], Mapping[str, str]],
+    file_hash: Callable[[Path], str],
+) -> None:
+    for leaf in leaves:
+        record = wheel_record(f"data-designer-slurm-{leaf}")
+        assert any(path.startswith(f"data_designer/slurm/{leaf}/") for path in record)
+        for path, digest in record.items():
+            if digest:
+                assert file_hash(site_packages / path) == digest, path
 
 
 def test_upper_leaves_are_not_importable(leaves: tuple[str, ...]) -> None:

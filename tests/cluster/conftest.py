@@ -82,6 +82,7 @@ class LocalSlurmHarness:
         overrides = {k: v for k, v in self.exports.items() if k in ("SLURM_CONF", "PATH")}
         self._runner = SubprocessRunner(overrides=overrides)
         self._names = itertools.count(1)
+        self._failed_nodes: set[str] = set()
 
     @property
     def runner(self) -> CommandRunner:
@@ -112,14 +113,24 @@ class LocalSlurmHarness:
         return f"ddct-{self.token}-{label}-{next(self._names)}"
 
     def fail_node(self, node: str) -> None:
+        # The node really dies (its slurmd is killed); marking it down at once does what slurmctld would do after
+        # SlurmdTimeout, saves that wait, and keeps a concurrent `local-slurm up` (which restarts missing slurmd)
+        # from reviving the node before the controller notices.
         pid_file = Path(self.exports["DDSLURM_STATE_DIR"]) / "pids" / f"slurmd-{node}"
         os.kill(int(pid_file.read_text(encoding="utf-8").strip()), signal.SIGKILL)
+        self._failed_nodes.add(node)
+        down = ["scontrol", "update", f"nodename={node}", "state=down", "reason=ddslurm-conformance-node-failure"]
+        result = self._runner.run(down, timeout_s=30)
+        assert result.ok, result.describe()
 
     def restore_nodes(self) -> None:
         done = subprocess.run(
             [str(LOCAL_SLURM), "up"], capture_output=True, text=True, timeout=UP_TIMEOUT_S, check=False
         )
         assert done.returncode == 0, done.stderr[-2000:]
+        for node in sorted(self._failed_nodes):  # refused when the node is already back: that is fine
+            self._runner.run(["scontrol", "update", f"nodename={node}", "state=resume"], timeout_s=30)
+        self._failed_nodes.clear()
         for _ in range(60):  # ReturnToService=2 brings a restarted node back to idle by itself
             nodes = self._runner.run(["sinfo", "--noheader", "-N", "-o", "%N %t"], timeout_s=30)
             node_states = [line.split()[-1] for line in nodes.stdout.splitlines() if line.strip()]

@@ -6,8 +6,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from data_designer.slurm.contracts import (
+    TERMINAL_TASK_STATES,
     ArrayTaskBinding,
     InvalidInputError,
     SubmissionChunk,
@@ -311,3 +314,51 @@ def test_fake_time_limit_forms(fake: FakeSlurm) -> None:
     result = fake.run(["sbatch", "--parsable", "--time=0:01:30"], timeout_s=5, stdin=SCRIPT)
     assert result.ok
     assert fake.jobs[1000].time_limit_s == 90.0
+
+
+OPERATIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("submit"), st.integers(1, 5), st.integers(0, 3)),
+        st.tuples(st.just("advance"), st.integers(1, 15), st.just(0)),
+        st.tuples(st.just("cancel"), st.integers(0, 9), st.integers(0, 4)),
+        st.tuples(st.just("requeue"), st.integers(0, 9), st.just(0)),
+        st.tuples(st.just("fail_node"), st.integers(1, 4), st.just(0)),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(operations=OPERATIONS)
+def test_any_history_reads_back_consistently(operations: list[tuple[str, int, int]]) -> None:
+    fake = FakeSlurm()
+    sched = scheduler(fake)
+    sizes: dict[str, int] = {}
+    for op, a, b in operations:
+        ids = sorted(sizes)
+        if op == "submit":
+            name = f"job{len(sizes)}"
+            array = f"0-{a - 1}" + (f"%{b}" if b else "")
+            bindings = tuple(ArrayTaskBinding(index=i, shard=i, attempt=1) for i in range(a))
+            chunk = SubmissionChunk(job_name=name, array_spec=array, index_offset=0, tasks=bindings)
+            job = sched.submit(SubmissionUnit(script=SCRIPT, chunks=(chunk,)), since=fake.clock()).chunks[0].job_id
+            sizes[job] = a
+        elif op == "advance":
+            fake.advance(a)
+        elif op == "cancel" and ids:
+            job = ids[a % len(ids)]
+            sched.cancel([], array_indices={job: [b % sizes[job]]}, confirm_timeout_s=5)
+        elif op == "requeue" and ids:
+            fake.run(["scontrol", "requeue", ids[a % len(ids)]], timeout_s=5)
+        elif op == "fail_node":
+            fake.fail_node(f"node{a}")
+            fake.down_nodes.clear()
+    observation = sched.observe(sorted(sizes))
+    assert (observation.squeue.status, observation.sacct.status) == (("ok", "ok") if sizes else ("not_run", "not_run"))
+    for job, size in sizes.items():
+        indices = sorted(t.array_index for t in observation.tasks if t.job_id == job and t.array_index is not None)
+        assert indices == list(range(size)) or job in observation.missing_job_ids or observation.accounting_lag
+    fake.advance(60)
+    settled = sched.observe(sorted(sizes))
+    assert all(t.state in TERMINAL_TASK_STATES for t in settled.tasks)
+    assert len(settled.tasks) == sum(sizes.values())

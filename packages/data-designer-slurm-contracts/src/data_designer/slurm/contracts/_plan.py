@@ -79,6 +79,7 @@ class ImagePlan(BaseModel):
 
     reference: str = Field(description="As authored: a registered name or a path.")
     path: str | None = Field(default=None, description="Resolved path; None while unresolved.")
+    digest: str | None = Field(default=None, description="The registered image's integrity digest, when known.")
     runtime: Literal["pyxis", "apptainer"]
 
 
@@ -95,6 +96,10 @@ class ReplicaPlan(BaseModel):
         default=None, description="Nodes of the allocation (0-based) this replica uses; None while GPUs/node unknown."
     )
     gpus_per_node: NonNegativeInt = Field(description="GPUs the replica's step takes on each of its nodes.")
+    gpu_indices: tuple[NonNegativeInt, ...] | None = Field(
+        default=None,
+        description="On each of its nodes, the 0-based positions among the job's GPUs there; None while unknown.",
+    )
     gpus: NonNegativeInt = Field(description="GPUs in total (tensor x pipeline parallel for vLLM).")
     cpus: PositiveInt
     argv: tuple[str, ...] = Field(
@@ -144,7 +149,7 @@ class AllocationPlan(BaseModel):
     nodes: PositiveInt | None = Field(description="None while GPUs per node are unknown.")
     gpus_per_node: NonNegativeInt | None
     gpus: NonNegativeInt = Field(description="GPUs used by all replicas together.")
-    cpus_per_node: PositiveInt
+    cpus_per_node: PositiveInt | None = Field(description="CPUs per task on each node; None while nodes are unknown.")
     partition: str
     account: str | None
     time_limit: str
@@ -173,7 +178,7 @@ class SubmissionLayout(BaseModel):
 
     model_config = FROZEN
 
-    script: str
+    script: str | None = Field(description="The batch script; None while the node count is unresolved.")
     sbatch_args: tuple[str, ...] = Field(description="Authored sbatch options (argv elements, never in the script).")
     chunks: tuple[ChunkLayout, ...]
 

@@ -76,6 +76,7 @@ class VllmDeployment(BaseModel):
     tensor_parallel: PositiveInt = 1
     pipeline_parallel: PositiveInt = Field(default=1, description="Pipeline stages; stages beyond one node span nodes.")
     replicas: PositiveInt = 1
+    cpus_per_replica: PositiveInt = Field(default=4, description="CPUs the replica takes on each of its nodes.")
     engine_args: dict[str, EngineArgValue] = Field(
         default_factory=dict, description="Extra 'vllm serve' flags without leading dashes, e.g. {max-num-seqs: 256}."
     )

@@ -8,11 +8,12 @@ The planner never reads files. A caller loads the run text, asks :func:`config_p
 
 from __future__ import annotations
 
-from typing import Any
-
-from data_designer.slurm.contracts import BenchmarkSpec, InvalidInputError, Problem, RunSpec
+from data_designer.slurm.contracts import BenchmarkSpec, InvalidInputError, RunSpec
 from data_designer.slurm.planner._document import Document, parse_document
 from data_designer.slurm.planner._validation import validate_document
+
+INLINE_CONFIG_FILE = "<inline>"
+"""The file name problems in an inline Data Designer config are reported under."""
 
 
 def load_run(text: str, *, file: str) -> RunSpec:
@@ -30,12 +31,12 @@ def config_path(run: RunSpec) -> str | None:
     return run.data_designer.config
 
 
-def resolve_config(run: RunSpec, text: str | None = None) -> dict[str, Any]:
-    """The Data Designer config of ``run`` as a mapping: the inline one, or ``text`` read from :func:`config_path`."""
+def resolve_config(run: RunSpec, text: str | None = None) -> Document:
+    """The Data Designer config of ``run`` as a document: the inline one, or ``text`` read from :func:`config_path`."""
     path = run.data_designer.config
     if path is None:
         assert run.data_designer.inline is not None
-        return dict(run.data_designer.inline)
+        return Document(file=INLINE_CONFIG_FILE, data=dict(run.data_designer.inline))
     if text is None:
         raise InvalidInputError(
             f"the config file {path!r} was not given to the planner",
@@ -44,22 +45,7 @@ def resolve_config(run: RunSpec, text: str | None = None) -> dict[str, Any]:
             key_path="data_designer.config",
             hint="read the file named by data_designer.config and pass its text",
         )
-    document = parse_document(text, file=path)
-    problems = list(document.problems)
-    if not problems and not isinstance(document.data, dict):
-        problems.append(
-            Problem(
-                code="config_not_mapping",
-                message="the Data Designer config is not a mapping",
-                file=path,
-                line=1,
-                hint="point data_designer.config at a config file written by the host's config builder",
-            )
-        )
-    if problems:
-        raise InvalidInputError.from_problems(problems, operation="run.config", file=path)
-    assert isinstance(document.data, dict)
-    return document.data
+    return parse_document(text, file=path)
 
 
 def base_run_path(benchmark: BenchmarkSpec) -> str | None:

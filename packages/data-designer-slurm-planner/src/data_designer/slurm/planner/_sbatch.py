@@ -8,7 +8,9 @@ a container runtime and image) are each shell-quoted. A partition or account tha
 token is never written into the script: it travels as one sbatch argv element instead.
 
 The run directory is bound at submission (``--chdir``), so ``plan.json`` is a relative path and
-the script is identical for every run of the same plan.
+the script is identical for every run of the same plan. :func:`bind_submission` adds what belongs
+to one run: a job name per chunk (``<prefix>-c<chunk>``), the working directory and log paths
+(``<run dir>/slurm-<job name>_<array index>.out`` and ``.err``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,15 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from data_designer.slurm.contracts import (
+    ExecutionPlan,
+    InvalidInputError,
+    Problem,
+    SubmissionBinding,
+    SubmissionChunk,
+    SubmissionUnit,
+)
 
 SUPERVISOR_MODULE = "data_designer.slurm.runtime.supervisor"
 PLAN_FILE = "plan.json"
@@ -85,3 +96,41 @@ def render_script(request: ScriptRequest) -> RenderedScript:
     lines.append("#SBATCH --requeue" if request.requeue else "#SBATCH --no-requeue")
     lines.append("exec " + " ".join(shlex.quote(word) for word in supervisor_argv(request.launcher)))
     return RenderedScript(script="\n".join(lines) + "\n", sbatch_args=tuple(extra))
+
+
+def bind_submission(plan: ExecutionPlan, binding: SubmissionBinding) -> SubmissionUnit:
+    """The submission unit of ``plan`` for one run: job names, working directory and log paths bound."""
+    problems = [
+        Problem(code="unresolved", message=f"{u.what} is unresolved: {u.detail}", key_path=u.key_path, hint=u.hint)
+        for u in plan.unresolved
+    ]
+    run_dir = binding.run_dir
+    if not run_dir.startswith("/") or any(c in run_dir for c in "%\\") or any(ord(c) < 32 for c in run_dir):
+        problems.append(
+            Problem(
+                code="run_dir",
+                message=f"run directory {run_dir!r} must be an absolute path without '%', backslashes or control "
+                "characters (Slurm reads them as file-name patterns)",
+                key_path="run_dir",
+                hint="choose a workspace root without these characters",
+            )
+        )
+    if plan.submission.script is None and not plan.unresolved:
+        problems.append(Problem(code="no_script", message="the plan has no batch script", hint="compile it again"))
+    if problems:
+        raise InvalidInputError.from_problems(problems, operation="plan.bind_submission")
+    assert plan.submission.script is not None
+    logs = f"{run_dir.rstrip('/')}/slurm-%x_%a"
+    return SubmissionUnit(
+        script=plan.submission.script,
+        sbatch_args=(*plan.submission.sbatch_args, f"--chdir={run_dir}", f"--output={logs}.out", f"--error={logs}.err"),
+        chunks=tuple(
+            SubmissionChunk(
+                job_name=f"{binding.job_name_prefix}-c{chunk.chunk}",
+                array_spec=chunk.array_spec,
+                index_offset=chunk.index_offset,
+                tasks=chunk.tasks,
+            )
+            for chunk in plan.submission.chunks
+        ),
+    )

@@ -10,6 +10,7 @@ the scheduler adapter with backoff, cancels it when the probe times out, and rea
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Callable
 from datetime import datetime
@@ -185,13 +186,18 @@ def run_probe_job(state: ProbeState) -> TaskEvidence | None:
         state.record(
             "probe_job",
             "failed",
-            f"sbatch did not accept the probe job: {exc}",
+            f"the probe job was not submitted: {exc}",
             hint=exc.info.hint,
             key="sbatch_options" if cluster.sbatch_options else None,
         )
         return None
-    state.job_id = submitted.chunks[0].job_id
-    return _wait(state, state.job_id, started)
+    job_id = state.job_id = submitted.chunks[0].job_id
+    try:
+        return _wait(state, job_id, started)
+    except KeyboardInterrupt:  # never leave the probe job behind when the user gives up on it
+        with contextlib.suppress(SlurmExtensionError):
+            state.scheduler.cancel([job_id], confirm_timeout_s=5.0)
+        raise
 
 
 def _wait(state: ProbeState, job_id: str, started: datetime) -> TaskEvidence | None:

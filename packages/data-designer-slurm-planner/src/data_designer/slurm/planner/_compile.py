@@ -1,0 +1,626 @@
+"""Compile a run against a cluster profile into an :class:`ExecutionPlan` (pure, deterministic, offline).
+
+:func:`compile` resolves every default (the plan's ``run`` spells them out, profile defaults
+included), splits records into shards, packs replicas onto nodes, renders every server and
+client argv and the batch script, and chunks the shards into array jobs. Every problem is
+collected and raised at once as one :class:`InvalidInputError`. What cannot be known offline
+(registered images without a registry, ``gpus_per_node: auto`` without probed facts) becomes an
+:class:`Unresolved` entry, never a guess.
+
+Argv templates: every argv in a plan (servers and client) is a ``str.format`` template over a
+fixed set of names bound inside the allocation (``{host}``, ``{port}``, ``{api_key}`` for
+servers; ``{shard}``, ``{attempt}`` for the client); every authored brace is doubled (``{{``), so
+:func:`bind_argv` gives back authored text byte for byte.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from data_designer.slurm.contracts import (
+    AllocationPlan,
+    ClientPlan,
+    ClusterFacts,
+    ClusterProfile,
+    CommandDeployment,
+    ConfigSummary,
+    EndpointPlan,
+    ExecutionPlan,
+    ImagePlan,
+    ImageRecord,
+    InvalidInputError,
+    PlanWarning,
+    Problem,
+    ReplicaPlan,
+    RunSpec,
+    ShardPlan,
+    SubmissionLayout,
+    Unresolved,
+    VllmDeployment,
+    format_time_limit,
+    parse_time_limit,
+)
+from data_designer.slurm.planner._dd_config import read_dd_config
+from data_designer.slurm.planner._digest import MAX_RUN_SEED, derive_sampler_seed, sha256_digest
+from data_designer.slurm.planner._document import Document
+from data_designer.slurm.planner._layout import PackingError, chunk_shards, pack_replicas, shard_ranges
+from data_designer.slurm.planner._sbatch import ScriptRequest, render_script
+from data_designer.slurm.planner._vllm import check_engine_args, render_engine_args
+
+WORKER_MODULE = "data_designer.slurm.runtime.worker"
+SERVER_API_KEY_ENV = "DDSLURM_SERVER_API_KEY"
+"""The variable the allocation sets to a per-attempt key for replicas that listen beyond loopback."""
+SIGNAL_SLACK_S = 60
+"""Slurm may deliver the warning signal up to this much earlier than asked."""
+SERVER_BOUND_NAMES = frozenset({"host", "port", "api_key"})
+CLIENT_BOUND_NAMES = frozenset({"shard", "attempt"})
+
+_FORMATTER = string.Formatter()
+
+
+def escape_braces(text: str) -> str:
+    """``text`` as a literal inside an argv template."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def bind_argv(argv: Sequence[str], values: Mapping[str, str]) -> tuple[str, ...]:
+    """Bind a plan's argv template: ``{name}`` -> ``values[name]``, ``{{``/``}}`` -> braces. KeyError on a missing name."""
+    out = []
+    for element in argv:
+        parts = []
+        for literal, field, _spec, _conversion in _FORMATTER.parse(element):
+            parts.append(literal)
+            if field is not None:
+                parts.append(values[field])
+        out.append("".join(parts))
+    return tuple(out)
+
+
+class _Problems:
+    """Problems collected while compiling; raised together at the end."""
+
+    def __init__(self) -> None:
+        self.items: list[Problem] = []
+
+    def add(self, code: str, key_path: str, message: str, hint: str) -> None:
+        self.items.append(Problem(code=code, key_path=key_path, message=message, hint=hint))
+
+
+def compile(
+    run: RunSpec,
+    profile: ClusterProfile,
+    *,
+    cluster: str,
+    config: Document,
+    facts: ClusterFacts | None = None,
+    images: Iterable[ImageRecord] | None = None,
+) -> ExecutionPlan:
+    """The execution plan of ``run`` on ``profile`` (cluster ``cluster``) with its Data Designer ``config`` document.
+
+    ``config`` comes from :func:`resolve_config` (the inline mapping, or the text of the config file).
+
+    ``facts`` are what the runtime probed (GPUs per node, MaxArraySize); ``images`` the registry, or None
+    when it cannot be read (a dry run): every image named from the registry is then unresolved.
+    """
+    facts = facts or ClusterFacts()
+    registry = None if images is None else {image.name: image for image in images}
+    problems = _Problems()
+    unresolved: list[Unresolved] = []
+    warnings: list[PlanWarning] = []
+
+    summary: ConfigSummary | None = None
+    try:
+        summary = read_dd_config(config, operation="plan.compile")
+    except InvalidInputError as exc:
+        problems.items.extend(exc.problems)
+
+    gpus_per_node = _gpus_per_node(profile, facts, unresolved)
+    time_limit_s = _time_limit_s(run, profile, problems)
+    shards = _shards(run, problems)
+    aliases = _check_aliases(run, summary, len(shards), config.file, problems, warnings)
+
+    replicas = _replicas(run, profile, gpus_per_node, registry, problems, unresolved)
+    client = _client(run, profile, aliases, summary, replicas, registry, problems, unresolved)
+    launcher = _launcher(profile, registry, problems, unresolved)
+
+    if problems.items or summary is None:
+        raise InvalidInputError.from_problems(problems.items, operation="plan.compile")
+
+    partition = run.submission.partition or profile.partitions.gpu
+    account = run.submission.account if run.submission.account is not None else profile.account
+    time_limit = format_time_limit(time_limit_s)
+    whole_node = profile.gpu_request == "whole_node"
+    exclusive = run.submission.exclusive or whole_node
+    nodes, cpus_per_node, gres = _shape(replicas, client, gpus_per_node)
+    allocation = AllocationPlan(
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        gpus=sum(r.gpus for r in replicas),
+        cpus_per_node=cpus_per_node,
+        partition=partition,
+        account=account,
+        time_limit=time_limit,
+        time_limit_s=time_limit_s,
+        exclusive=exclusive,
+        requeue=run.submission.requeue,
+        warning_lead_s=run.submission.warning_lead_s,
+        drain_grace_s=run.submission.drain_grace_s,
+        replicas=tuple(replicas),
+        client=client,
+    )
+
+    script: str | None = None
+    extra_args: tuple[str, ...] = ()
+    if nodes is not None and cpus_per_node is not None and launcher is not None:
+        rendered = render_script(
+            ScriptRequest(
+                nodes=nodes,
+                cpus_per_node=cpus_per_node,
+                gres_gpus_per_node=0 if whole_node else gres,
+                exclusive=exclusive,
+                time_limit=time_limit,
+                partition=partition,
+                account=account,
+                warning_lead_s=run.submission.warning_lead_s,
+                requeue=run.submission.requeue,
+                launcher=launcher,
+            )
+        )
+        script, extra_args = rendered.script, rendered.sbatch_args
+    submission = SubmissionLayout(
+        script=script,
+        sbatch_args=(*profile.sbatch_options, *run.submission.sbatch_options, *extra_args),
+        chunks=chunk_shards(
+            len(shards), max_array_size=facts.max_array_size, throttle=run.submission.max_concurrent_shards
+        ),
+    )
+
+    gpu_hours: float | None = None
+    if nodes is not None and gpus_per_node is not None:
+        held_per_node = gpus_per_node if exclusive else gres
+        gpu_hours = round(len(shards) * nodes * held_per_node * time_limit_s / 3600, 6)
+
+    body: dict[str, Any] = {
+        "run": _resolved_run(run, config.data, aliases, partition, account, time_limit),
+        "cluster": cluster,
+        "config_digest": summary.digest,
+        "shards": tuple(shards),
+        "allocation": allocation,
+        "submission": submission,
+        "gpu_hours_upper_bound": gpu_hours,
+        "unresolved": tuple(unresolved),
+        "warnings": tuple(warnings),
+    }
+    draft = ExecutionPlan(digest="", **body)
+    return draft.model_copy(update={"digest": plan_digest(draft)})
+
+
+def plan_digest(plan: ExecutionPlan) -> str:
+    """sha256 of the canonical JSON of ``plan`` without its digest field."""
+    return sha256_digest(plan.model_dump(mode="json", exclude={"digest"}))
+
+
+def _check_aliases(
+    run: RunSpec,
+    summary: ConfigSummary | None,
+    shards: int,
+    config_file: str,
+    problems: _Problems,
+    warnings: list[PlanWarning],
+) -> list[str]:
+    """Every alias the client talks to (config order, then served-but-unused ones); problems for unserved ones."""
+    served = set(run.deployments) | set(run.external)
+    used = [a.alias for a in summary.used_aliases] if summary is not None else []
+    if summary is not None:
+        for use in summary.used_aliases:
+            if use.alias not in served:
+                who = ", ".join(use.columns) or "the profiler"
+                problems.add(
+                    "alias_not_served",
+                    "deployments",
+                    f"model alias {use.alias!r} (used by {who}) is neither deployed nor external",
+                    f"add a deployment or an external endpoint named {use.alias!r}",
+                )
+        blocking = summary.blocking_findings(shards=shards)
+        problems.items.extend(f.to_problem(config_file) for f in blocking)
+        for finding in summary.findings:
+            if finding not in blocking and (shards > 1 or not finding.sharded_only):
+                warnings.append(PlanWarning(code=finding.code, key_path=finding.key_path, message=finding.message))
+    for alias in [*run.deployments, *run.external]:
+        if summary is not None and alias not in used:
+            section = "deployments" if alias in run.deployments else "external"
+            warnings.append(
+                PlanWarning(
+                    code="alias_unused",
+                    key_path=f"{section}.{alias}",
+                    message=f"alias {alias!r} is served but no column or profiler of the Data Designer config uses it",
+                )
+            )
+    for alias in run.client.concurrency:
+        if alias not in served:
+            problems.add(
+                "unknown_alias",
+                f"client.concurrency.{alias}",
+                f"concurrency is set for {alias!r}, which is neither deployed nor external",
+                f"use one of: {', '.join(sorted(served)) or '(no aliases)'}",
+            )
+    return [*dict.fromkeys([*(a for a in used if a in served), *run.deployments, *run.external])]
+
+
+def _gpus_per_node(profile: ClusterProfile, facts: ClusterFacts, unresolved: list[Unresolved]) -> int | None:
+    if isinstance(profile.gpus_per_node, int):
+        return profile.gpus_per_node
+    if facts.gpus_per_node is not None:
+        return facts.gpus_per_node
+    unresolved.append(
+        Unresolved(
+            what="gpus_per_node",
+            key_path="gpus_per_node",
+            detail="the profile says 'auto' and the cluster was not probed",
+            hint="run 'data-designer slurm profile validate --probe' or set gpus_per_node in the profile",
+        )
+    )
+    return None
+
+
+def _time_limit_s(run: RunSpec, profile: ClusterProfile, problems: _Problems) -> int:
+    """The time limit in seconds as Slurm enforces it (whole minutes), checked against the run's budgets."""
+    authored = run.submission.time_limit or profile.default_time_limit
+    seconds = parse_time_limit(authored)
+    assert seconds is not None  # TimeLimit values are validated when loaded
+    seconds = -(-seconds // 60) * 60
+    startup = max((d.startup_timeout_s for d in run.deployments.values()), default=0)
+    needed = startup + run.submission.drain_grace_s + run.submission.warning_lead_s + SIGNAL_SLACK_S
+    if seconds < needed:
+        problems.add(
+            "time_limit_too_short",
+            "submission.time_limit",
+            f"time limit {authored!r} ({seconds} s) is shorter than startup budget {startup} s + drain grace "
+            f"{run.submission.drain_grace_s} s + warning lead {run.submission.warning_lead_s} s + "
+            f"{SIGNAL_SLACK_S} s early-signal slack = {needed} s",
+            f"set submission.time_limit to at least {format_time_limit(needed)}, or lower the budgets",
+        )
+    return seconds
+
+
+def _shards(run: RunSpec, problems: _Problems) -> list[ShardPlan]:
+    if run.seed > MAX_RUN_SEED:
+        problems.add("seed_range", "seed", f"seed {run.seed} is too large", f"use an integer from 0 to {MAX_RUN_SEED}")
+        return []
+    try:
+        ranges = shard_ranges(run.records, shards=run.sharding.shards, records_per_shard=run.sharding.records_per_shard)
+    except ValueError as exc:
+        problems.add("empty_shard", "sharding.shards", str(exc), f"use at most {run.records} shards")
+        return []
+    return [
+        ShardPlan(shard=index, start=r.start, stop=r.stop, seed=derive_sampler_seed(run.seed, index))
+        for index, r in enumerate(ranges)
+    ]
+
+
+def _environment(profile: ClusterProfile) -> dict[str, str]:
+    env: dict[str, str] = {}
+    if profile.huggingface.hf_home is not None:
+        env["HF_HOME"] = profile.huggingface.hf_home
+    if profile.huggingface.offline:
+        env["HF_HUB_OFFLINE"] = "1"
+    return env
+
+
+def _replicas(
+    run: RunSpec,
+    profile: ClusterProfile,
+    gpus_per_node: int | None,
+    registry: Mapping[str, ImageRecord] | None,
+    problems: _Problems,
+    unresolved: list[Unresolved],
+) -> list[ReplicaPlan]:
+    requests: list[tuple[str, int, int]] = []  # (alias, replica, gpus)
+    for alias, deployment in run.deployments.items():
+        gpus = (
+            deployment.tensor_parallel * deployment.pipeline_parallel
+            if isinstance(deployment, VllmDeployment)
+            else deployment.gpus_per_replica
+        )
+        requests.extend((alias, replica, gpus) for replica in range(deployment.replicas))
+    placements = None
+    if gpus_per_node is not None:
+        try:
+            placements = pack_replicas([gpus for _, _, gpus in requests], gpus_per_node).placements
+        except PackingError as exc:
+            alias = requests[exc.index][0]
+            field = "tensor_parallel" if isinstance(run.deployments[alias], VllmDeployment) else "gpus_per_replica"
+            problems.add(
+                "replica_shape",
+                f"deployments.{alias}.{field}",
+                f"a replica of {alias!r} needs {exc}",
+                f"use at most {gpus_per_node} GPUs per replica, or a multiple of {gpus_per_node}",
+            )
+            return []
+    images = {
+        alias: _image(d.image, f"deployments.{alias}.image", profile, registry, problems, unresolved)
+        for alias, d in run.deployments.items()
+    }
+    base_env = _environment(profile)
+    out: list[ReplicaPlan] = []
+    for position, (alias, replica, gpus) in enumerate(requests):
+        deployment = run.deployments[alias]
+        placement = placements[position] if placements is not None else None
+        remote = placement is None or placement.node_indices != (0,)
+        if isinstance(deployment, VllmDeployment):
+            argv = _vllm_argv(alias, deployment, remote, problems)
+            cpus, health = deployment.cpus_per_replica, "/health"
+        else:
+            argv = _command_argv(alias, deployment, gpus, problems)
+            cpus, health = deployment.cpus_per_replica, deployment.health_path
+        out.append(
+            ReplicaPlan(
+                alias=alias,
+                replica=replica,
+                engine=deployment.engine,
+                served_name=alias,
+                node_indices=placement.node_indices if placement is not None else None,
+                gpus_per_node=placement.gpus_per_node if placement is not None else min(gpus, gpus_per_node or gpus),
+                gpu_indices=placement.gpu_indices if placement is not None else None,
+                gpus=gpus,
+                cpus=cpus,
+                argv=argv,
+                environment=dict(base_env),
+                pass_environment=tuple(dict.fromkeys([*profile.environment, *deployment.environment])),
+                bind="all" if remote else "loopback",
+                requires_api_key=remote,
+                health_path=health,
+                startup_timeout_s=deployment.startup_timeout_s,
+                image=images[alias],
+            )
+        )
+    return out
+
+
+def _vllm_argv(alias: str, deployment: VllmDeployment, remote: bool, problems: _Problems) -> tuple[str, ...]:
+    """``vllm serve MODEL`` with the flags the runtime controls, then the engine args (authored braces doubled)."""
+    path = ("deployments", alias, "engine_args")
+    found = check_engine_args(deployment.engine_args, path=path)
+    problems.items.extend(found)
+    if deployment.model.startswith("-"):
+        problems.add(
+            "model_dash",
+            f"deployments.{alias}.model",
+            f"model {deployment.model!r} starts with '-' and would be read as an option",
+            "write a path or a Hugging Face id",
+        )
+    argv = [
+        "vllm",
+        "serve",
+        escape_braces(deployment.model),
+        "--host",
+        "{host}",
+        "--port",
+        "{port}",
+        "--tensor-parallel-size",
+        str(deployment.tensor_parallel),
+        "--pipeline-parallel-size",
+        str(deployment.pipeline_parallel),
+        "--served-model-name",
+        escape_braces(alias),
+    ]
+    if remote:
+        argv += ["--api-key", "{api_key}"]
+    if not found:
+        argv += [escape_braces(word) for word in render_engine_args(deployment.engine_args, path=path)]
+    return tuple(argv)
+
+
+def _command_argv(alias: str, deployment: CommandDeployment, gpus: int, problems: _Problems) -> tuple[str, ...]:
+    known = {
+        "model": deployment.model,
+        "gpus": str(gpus),
+        "served_name": alias,
+        "api_key_env": SERVER_API_KEY_ENV,
+    }
+    out: list[str] = []
+    for index, template in enumerate(deployment.argv):
+        key_path = f"deployments.{alias}.argv[{index}]"
+        try:
+            parsed = list(_FORMATTER.parse(template))
+        except ValueError as exc:
+            problems.add(
+                "argv_template",
+                key_path,
+                f"{template!r} is not a valid template: {exc}",
+                "write placeholders as {host}, and literal braces as {{ and }}",
+            )
+            continue
+        parts: list[str] = []
+        for literal, field, spec, conversion in parsed:
+            parts.append(escape_braces(literal))
+            if field is None:
+                continue
+            if spec or conversion or (field not in known and field not in ("host", "port")):
+                problems.add(
+                    "unknown_placeholder",
+                    key_path,
+                    f"{template!r} uses the unknown placeholder {{{field}{'!' + conversion if conversion else ''}"
+                    f"{':' + spec if spec else ''}}}",
+                    "use only {host}, {port}, {model}, {gpus}, {served_name} and {api_key_env}; "
+                    "write literal braces as {{ and }}",
+                )
+                continue
+            parts.append("{" + field + "}" if field in ("host", "port") else escape_braces(known[field]))
+        out.append("".join(parts))
+    return tuple(out)
+
+
+def _image(
+    reference: str | None,
+    key_path: str,
+    profile: ClusterProfile,
+    registry: Mapping[str, ImageRecord] | None,
+    problems: _Problems,
+    unresolved: list[Unresolved],
+) -> ImagePlan | None:
+    if reference is None:
+        return None
+    if profile.container_runtime == "none":
+        problems.add(
+            "no_container_runtime",
+            key_path,
+            f"image {reference!r} is set but the cluster profile's container_runtime is 'none'",
+            "remove the image, or set container_runtime to 'pyxis' or 'apptainer' in the profile",
+        )
+        return None
+    runtime = profile.container_runtime
+    if reference.startswith("/"):
+        return ImagePlan(reference=reference, path=reference, runtime=runtime)
+    record = registry.get(reference) if registry is not None else None
+    if record is None:
+        unresolved.append(
+            Unresolved(
+                what="image",
+                key_path=key_path,
+                detail=f"image {reference!r} is named, and the image registry "
+                + ("was not read" if registry is None else "has no image of that name"),
+                hint=f"register it with 'data-designer slurm image add {reference} ...', or give an absolute path",
+            )
+        )
+        return ImagePlan(reference=reference, runtime=runtime)
+    return ImagePlan(reference=reference, path=record.path, digest=record.digest, runtime=runtime)
+
+
+def _launcher(
+    profile: ClusterProfile,
+    registry: Mapping[str, ImageRecord] | None,
+    problems: _Problems,
+    unresolved: list[Unresolved],
+) -> tuple[str, ...] | None:
+    """The words the batch script execs before ``-m <supervisor>``; None while the compute image is unresolved."""
+    python = profile.compute_python
+    if python.interpreter is not None:
+        return (python.interpreter,)
+    assert python.image is not None
+    if profile.container_runtime != "apptainer":
+        problems.add(
+            "compute_image_runtime",
+            "compute_python.image",
+            f"the supervisor can start in an image only with container_runtime 'apptainer' "
+            f"(the profile says {profile.container_runtime!r})",
+            "set compute_python.interpreter to a Python with data-designer-slurm installed on the compute nodes",
+        )
+        return None
+    image = _image(python.image, "compute_python.image", profile, registry, problems, unresolved)
+    if image is None or image.path is None:
+        return None
+    return ("apptainer", "exec", image.path, "python3")
+
+
+def _client(
+    run: RunSpec,
+    profile: ClusterProfile,
+    aliases: Sequence[str],
+    summary: ConfigSummary | None,
+    replicas: Sequence[ReplicaPlan],
+    registry: Mapping[str, ImageRecord] | None,
+    problems: _Problems,
+    unresolved: list[Unresolved],
+) -> ClientPlan:
+    settings = run.client
+    reference = settings.image or profile.compute_python.image
+    key_path = "client.image" if settings.image is not None else "compute_python.image"
+    image = _image(reference, key_path, profile, registry, problems, unresolved) if reference is not None else None
+    python = "python3" if reference is not None else (profile.compute_python.interpreter or "python3")
+    endpoints = []
+    for alias in aliases:
+        concurrency = settings.concurrency.get(alias, settings.default_concurrency)
+        if alias in run.deployments:
+            endpoints.append(
+                EndpointPlan(
+                    alias=alias,
+                    kind="deployed",
+                    model=alias,
+                    replicas=tuple(i for i, r in enumerate(replicas) if r.alias == alias),
+                    concurrency=concurrency,
+                )
+            )
+        elif alias in run.external:
+            external = run.external[alias]
+            use = summary.alias(alias) if summary is not None else None
+            model = external.model or (use.model if use is not None else None)
+            if model is None and summary is not None:
+                problems.add(
+                    "external_model",
+                    f"external.{alias}.model",
+                    f"the Data Designer config names no model for alias {alias!r}",
+                    "set the model name the endpoint serves",
+                )
+                continue
+            if model is None:
+                continue
+            endpoints.append(
+                EndpointPlan(
+                    alias=alias,
+                    kind="external",
+                    model=model,
+                    endpoint=external.endpoint,
+                    api_key_env=external.api_key_env,
+                    concurrency=concurrency,
+                )
+            )
+    return ClientPlan(
+        argv=(
+            escape_braces(python),
+            "-m",
+            WORKER_MODULE,
+            "--plan",
+            "plan.json",
+            "--shard",
+            "{shard}",
+            "--attempt",
+            "{attempt}",
+        ),
+        batch_size=settings.batch_size,
+        cpus=settings.cpus,
+        memory_gb=settings.memory_gb,
+        endpoints=tuple(endpoints),
+        image=image,
+    )
+
+
+def _shape(
+    replicas: Sequence[ReplicaPlan], client: ClientPlan, gpus_per_node: int | None
+) -> tuple[int | None, int | None, int]:
+    """(nodes, CPUs per node, GPUs requested per node) of the allocation; counts None while GPUs/node are unknown."""
+    if gpus_per_node is None:
+        return None, None, 0
+    cpus: dict[int, int] = {0: client.cpus}
+    gpus: dict[int, int] = {0: 0}
+    for replica in replicas:
+        assert replica.node_indices is not None
+        for node in replica.node_indices:
+            cpus[node] = cpus.get(node, 0) + replica.cpus
+            gpus[node] = gpus.get(node, 0) + replica.gpus_per_node
+    return len(cpus), max(cpus.values()), max(gpus.values())
+
+
+def _resolved_run(
+    run: RunSpec,
+    config: Any,
+    aliases: Sequence[str],
+    partition: str,
+    account: str | None,
+    time_limit: str,
+) -> RunSpec:
+    """``run`` with every default spelled out and the config inline (the plan is self-contained)."""
+    client = run.client.model_copy(
+        update={
+            "concurrency": {
+                alias: run.client.concurrency.get(alias, run.client.default_concurrency) for alias in aliases
+            }
+        }
+    )
+    submission = run.submission.model_copy(
+        update={"time_limit": time_limit, "partition": partition, "account": account}
+    )
+    source = run.data_designer.model_copy(update={"config": None, "inline": config})
+    return run.model_copy(update={"data_designer": source, "client": client, "submission": submission})

@@ -1,0 +1,405 @@
+"""compile(): defaults resolved, every problem at once, packing, argv templates, images, unresolved facts, binding."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from data_designer.slurm.contracts import (
+    ClusterFacts,
+    ClusterProfile,
+    ExecutionPlan,
+    ImageRecord,
+    InvalidInputError,
+    RunSpec,
+    SubmissionBinding,
+)
+from data_designer.slurm.planner import Document
+from data_designer.slurm.planner._compile import bind_argv, compile, escape_braces, plan_digest
+from data_designer.slurm.planner._inputs import load_run, resolve_config
+from data_designer.slurm.planner._sbatch import bind_submission
+
+CONFIG: dict[str, Any] = {
+    "model_configs": [
+        {"alias": "writer", "model": "meta/llama-3.1-8b-instruct", "provider": "local"},
+        {"alias": "nim", "model": "nvidia/nemotron", "provider": "nvidia"},
+    ],
+    "columns": [
+        {"name": "a", "column_type": "llm-text", "model_alias": "writer", "prompt": "x"},
+        {"name": "b", "column_type": "llm-text", "model_alias": "nim", "prompt": "y"},
+    ],
+}
+
+PROFILE: dict[str, Any] = {
+    "workspace_root": "/ws",
+    "account": "acct",
+    "partitions": {"gpu": "gpu", "cpu": "cpu"},
+    "gpus_per_node": 4,
+    "compute_python": {"interpreter": "/venv/bin/python"},
+    "default_time_limit": "04:00:00",
+}
+
+
+def _run(**changes: Any) -> dict[str, Any]:
+    run: dict[str, Any] = {
+        "schema_version": 1,
+        "name": "r",
+        "data_designer": {"inline": copy.deepcopy(CONFIG)},
+        "records": 100,
+        "sharding": {"shards": 4},
+        "deployments": {"writer": {"engine": "vllm", "model": "/m/llama"}},
+        "external": {"nim": {"endpoint": "https://api.example/v1", "api_key_env": "NIM_KEY"}},
+    }
+    run.update(changes)
+    return run
+
+
+def _compile(
+    run: dict[str, Any],
+    profile: dict[str, Any] | None = None,
+    *,
+    facts: ClusterFacts | None = None,
+    images: list[ImageRecord] | None = None,
+) -> ExecutionPlan:
+    spec = load_run(json.dumps(run), file="run.json")
+    cluster = ClusterProfile.model_validate({**PROFILE, **(profile or {})})
+    return compile(spec, cluster, cluster="c", config=resolve_config(spec), facts=facts, images=images)
+
+
+def _problems(run: dict[str, Any], profile: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, str]:
+    with pytest.raises(InvalidInputError) as caught:
+        _compile(run, profile, **kwargs)
+    return {f"{p.code}@{p.key_path}": p.message for p in caught.value.problems}
+
+
+def test_every_default_is_spelled_out_in_the_plan_s_run() -> None:
+    plan = _compile(_run())
+    submission = plan.run.submission
+    assert (submission.time_limit, submission.partition, submission.account) == ("04:00:00", "gpu", "acct")
+    assert plan.run.client.concurrency == {"writer": 32, "nim": 32}
+    assert plan.run.data_designer.config is None
+    assert plan.run.data_designer.inline == CONFIG
+    assert plan.allocation.time_limit_s == 4 * 3600
+    assert plan.allocation.partition == "gpu"
+    assert plan.cluster == "c"
+
+
+def test_writing_the_defaults_out_gives_the_same_digest() -> None:
+    plan = _compile(_run())
+    written = plan.run.model_dump(mode="json")
+    assert _compile(written).digest == plan.digest
+
+
+def test_shards_get_ranges_and_distinct_seeds() -> None:
+    plan = _compile(_run(records=10, sharding={"shards": 3}, seed=5))
+    assert [(s.start, s.stop) for s in plan.shards] == [(0, 4), (4, 7), (7, 10)]
+    assert len({s.seed for s in plan.shards}) == 3
+    assert plan.shards == _compile(_run(records=10, sharding={"shards": 3}, seed=5)).shards
+    assert plan.shards[0].seed != _compile(_run(records=10, sharding={"shards": 3}, seed=6)).shards[0].seed
+
+
+def test_endpoints_and_client_invocation() -> None:
+    plan = _compile(_run(client={"concurrency": {"nim": 4}}))
+    client = plan.allocation.client
+    assert client.argv == (
+        "/venv/bin/python",
+        "-m",
+        "data_designer.slurm.runtime.worker",
+        "--plan",
+        "plan.json",
+        "--shard",
+        "{shard}",
+        "--attempt",
+        "{attempt}",
+    )
+    writer, nim = client.endpoints
+    assert (writer.kind, writer.model, writer.replicas, writer.concurrency) == ("deployed", "writer", (0,), 32)
+    assert (nim.kind, nim.model, nim.endpoint, nim.api_key_env, nim.concurrency) == (
+        "external",
+        "nvidia/nemotron",
+        "https://api.example/v1",
+        "NIM_KEY",
+        4,
+    )
+
+
+def test_vllm_argv_environment_and_health() -> None:
+    plan = _compile(
+        _run(deployments={"writer": {"engine": "vllm", "model": "/m/{x}", "engine_args": {"max-num-seqs": 8}}}),
+        {"huggingface": {"hf_home": "/hf", "offline": True}, "environment": ["HF_TOKEN"]},
+    )
+    (replica,) = plan.allocation.replicas
+    assert replica.argv == (
+        "vllm",
+        "serve",
+        "/m/{{x}}",
+        "--host",
+        "{host}",
+        "--port",
+        "{port}",
+        "--tensor-parallel-size",
+        "1",
+        "--pipeline-parallel-size",
+        "1",
+        "--served-model-name",
+        "writer",
+        "--max-num-seqs",
+        "8",
+    )
+    assert bind_argv(replica.argv, {"host": "127.0.0.1", "port": "8000"})[2] == "/m/{x}"
+    assert replica.environment == {"HF_HOME": "/hf", "HF_HUB_OFFLINE": "1"}
+    assert replica.pass_environment == ("HF_TOKEN",)
+    assert (replica.health_path, replica.bind, replica.requires_api_key) == ("/health", "loopback", False)
+    assert (replica.node_indices, replica.gpu_indices) == ((0,), (0,))
+
+
+def test_replicas_pack_in_declared_alias_order_and_remote_ones_need_a_key() -> None:
+    deployments = {
+        "writer": {"engine": "vllm", "model": "m", "tensor_parallel": 2, "replicas": 3, "cpus_per_replica": 2},
+        "judge": {"engine": "vllm", "model": "m", "tensor_parallel": 8},
+    }
+    config = copy.deepcopy(CONFIG)
+    config["model_configs"].append({"alias": "judge", "model": "j"})
+    config["columns"].append({"name": "c", "column_type": "llm-judge", "model_alias": "judge", "prompt": "z"})
+    plan = _compile(_run(deployments=deployments, data_designer={"inline": config}))
+    placed = [(r.alias, r.replica, r.node_indices, r.gpu_indices, r.bind) for r in plan.allocation.replicas]
+    assert placed == [
+        ("writer", 0, (0,), (0, 1), "loopback"),
+        ("writer", 1, (0,), (2, 3), "loopback"),
+        ("writer", 2, (1,), (0, 1), "all"),
+        ("judge", 0, (2, 3), (0, 1, 2, 3), "all"),
+    ]
+    assert "--api-key" in plan.allocation.replicas[2].argv
+    assert "--api-key" not in plan.allocation.replicas[0].argv
+    assert (plan.allocation.nodes, plan.allocation.gpus, plan.allocation.cpus_per_node) == (4, 14, 8)
+    assert plan.gpu_hours_upper_bound == 4 * 4 * 4 * 4.0
+    assert plan.submission.script is not None
+    assert "#SBATCH --nodes=4\n" in plan.submission.script
+    assert "#SBATCH --gres=gpu:4\n" in plan.submission.script
+
+
+def test_command_templates_substitute_what_is_known_and_keep_host_and_port() -> None:
+    deployments = {
+        "writer": {
+            "engine": "command",
+            "argv": [
+                "/srv/{{literal}}",
+                "--url=http://{host}:{port}/",
+                "{model}",
+                "{gpus}",
+                "{served_name}",
+                "{api_key_env}",
+            ],
+            "model": "weird {model} name",
+            "gpus_per_replica": 2,
+        }
+    }
+    plan = _compile(_run(deployments=deployments))
+    (replica,) = plan.allocation.replicas
+    assert replica.argv == (
+        "/srv/{{literal}}",
+        "--url=http://{host}:{port}/",
+        "weird {{model}} name",
+        "2",
+        "writer",
+        "DDSLURM_SERVER_API_KEY",
+    )
+    assert bind_argv(replica.argv, {"host": "h", "port": "1"}) == (
+        "/srv/{literal}",
+        "--url=http://h:1/",
+        "weird {model} name",
+        "2",
+        "writer",
+        "DDSLURM_SERVER_API_KEY",
+    )
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    run = _run(
+        deployments={
+            "writer": {
+                "engine": "vllm",
+                "model": "m",
+                "startup_timeout_s": 3000,
+                "engine_args": {"port": 1, "max-num-seqz": 2},
+            },
+            "extra": {"engine": "command", "argv": ["srv", "{nope}", "{host:>4}", "{"], "model": "m"},
+        },
+        external={},
+        client={"concurrency": {"ghost": 2}},
+        submission={"time_limit": "00:30:00"},
+    )
+    problems = _problems(run)
+    assert set(problems) == {
+        "alias_not_served@deployments",
+        "unknown_alias@client.concurrency.ghost",
+        "time_limit_too_short@submission.time_limit",
+        "engine_arg_controlled@deployments.writer.engine_args.port",
+        "engine_arg_unknown@deployments.writer.engine_args.max-num-seqz",
+        "unknown_placeholder@deployments.extra.argv[1]",
+        "unknown_placeholder@deployments.extra.argv[2]",
+        "argv_template@deployments.extra.argv[3]",
+    }
+    assert "'nim'" in problems["alias_not_served@deployments"]
+    message = problems["time_limit_too_short@submission.time_limit"]
+    for number in ("1800 s", "3000 s", "120 s", "300 s", "60 s", "3480 s"):
+        assert number in message
+
+
+def test_the_time_limit_may_equal_the_budget() -> None:
+    run = _run(
+        deployments={"writer": {"engine": "vllm", "model": "m", "startup_timeout_s": 60}},
+        submission={"time_limit": "9:00", "drain_grace_s": 60, "warning_lead_s": 360},
+    )
+    assert _compile(run).allocation.time_limit_s == 540
+    run["submission"]["drain_grace_s"] = 61
+    assert "time_limit_too_short@submission.time_limit" in _problems(run)
+
+
+def test_a_spanning_replica_must_fill_whole_nodes() -> None:
+    run = _run(deployments={"writer": {"engine": "vllm", "model": "m", "tensor_parallel": 6}})
+    assert "replica_shape@deployments.writer.tensor_parallel" in _problems(run)
+
+
+def test_more_shards_than_records_is_an_error() -> None:
+    assert "empty_shard@sharding.shards" in _problems(_run(records=3, sharding={"shards": 4}))
+
+
+def test_blocking_config_findings_are_problems() -> None:
+    config = copy.deepcopy(CONFIG)
+    config["columns"].append({"name": "f", "column_type": "custom", "generator_function": "f"})
+    assert "custom_column@columns[2].column_type" in _problems(_run(data_designer={"inline": config}))
+
+
+def test_served_aliases_no_column_uses_are_warnings() -> None:
+    config = copy.deepcopy(CONFIG)
+    config["columns"] = config["columns"][:1]
+    plan = _compile(_run(data_designer={"inline": config}))
+    assert [(w.code, w.key_path) for w in plan.warnings] == [("alias_unused", "external.nim")]
+
+
+def test_gpus_per_node_auto_is_unresolved_without_facts_and_resolved_with_them() -> None:
+    plan = _compile(_run(), {"gpus_per_node": "auto"})
+    assert [u.what for u in plan.unresolved] == ["gpus_per_node"]
+    assert plan.allocation.nodes is None
+    assert plan.allocation.cpus_per_node is None
+    assert plan.allocation.replicas[0].node_indices is None
+    assert plan.submission.script is None
+    assert plan.gpu_hours_upper_bound is None
+    assert len(plan.submission.chunks) == 1
+    resolved = _compile(_run(), {"gpus_per_node": "auto"}, facts=ClusterFacts(gpus_per_node=8))
+    assert resolved.unresolved == ()
+    assert resolved.allocation.gpus_per_node == 8
+
+
+def test_images_resolve_from_the_registry_by_name_or_stay_unresolved() -> None:
+    run = _run(deployments={"writer": {"engine": "vllm", "model": "m", "image": "vllm"}})
+    record = ImageRecord(name="vllm", path="/img/vllm.sqsh", kind="squashfs", digest="d" * 64)
+    plan = _compile(run, {"container_runtime": "pyxis"}, images=[record])
+    image = plan.allocation.replicas[0].image
+    assert image is not None
+    assert (image.path, image.digest, image.runtime) == ("/img/vllm.sqsh", "d" * 64, "pyxis")
+    assert plan.unresolved == ()
+    registries: list[list[ImageRecord] | None] = [None, []]
+    for registry in registries:
+        dry = _compile(run, {"container_runtime": "pyxis"}, images=registry)
+        assert [(u.what, u.key_path) for u in dry.unresolved] == [("image", "deployments.writer.image")]
+        assert dry.allocation.replicas[0].image is not None
+        assert dry.allocation.replicas[0].image.path is None
+
+
+def test_an_image_needs_a_container_runtime() -> None:
+    run = _run(deployments={"writer": {"engine": "vllm", "model": "m", "image": "/img/x.sif"}})
+    assert "no_container_runtime@deployments.writer.image" in _problems(run)
+
+
+def test_whole_node_clusters_request_exclusive_nodes_without_gres() -> None:
+    plan = _compile(_run(), {"gpu_request": "whole_node"})
+    assert plan.submission.script is not None
+    assert "#SBATCH --exclusive\n" in plan.submission.script
+    assert "--gres" not in plan.submission.script
+    assert plan.gpu_hours_upper_bound == 4 * 4 * 4.0
+
+
+def test_authored_sbatch_options_and_odd_names_travel_as_argv() -> None:
+    plan = _compile(
+        _run(submission={"sbatch_options": ["--constraint=a100&ib"], "partition": "gpu part"}),
+        {"sbatch_options": ["--qos=high"], "account": "acct;$(x)"},
+    )
+    assert plan.submission.sbatch_args == (
+        "--qos=high",
+        "--constraint=a100&ib",
+        "--partition=gpu part",
+        "--account=acct;$(x)",
+    )
+    assert plan.submission.script is not None
+    assert "a100" not in plan.submission.script
+    assert "--partition" not in plan.submission.script
+    assert "--account" not in plan.submission.script
+
+
+def test_max_array_size_chunks_the_shards() -> None:
+    plan = _compile(
+        _run(records=5000, sharding={"records_per_shard": 2}, submission={"max_concurrent_shards": 16}),
+        facts=ClusterFacts(max_array_size=1001),
+    )
+    assert len(plan.shards) == 2500
+    assert [(c.array_spec, c.index_offset) for c in plan.submission.chunks] == [
+        ("0-1000%16", 0),
+        ("0-1000%16", 1001),
+        ("0-497%16", 2002),
+    ]
+
+
+def test_the_digest_covers_every_other_field_and_nothing_run_specific() -> None:
+    plan = _compile(_run())
+    assert plan.digest == plan_digest(plan)
+    assert plan_digest(plan.model_copy(update={"cluster": "other"})) != plan.digest
+    assert _compile(_run()).digest == plan.digest
+    unit_a = bind_submission(plan, SubmissionBinding(run_id="a", run_dir="/ws/runs/a", job_name_prefix="dd-r-a"))
+    unit_b = bind_submission(plan, SubmissionBinding(run_id="b", run_dir="/ws/runs/b", job_name_prefix="dd-r-b"))
+    assert unit_a.script == unit_b.script == plan.submission.script
+    assert unit_a.sbatch_args != unit_b.sbatch_args
+
+
+def test_binding_adds_job_names_working_directory_and_logs() -> None:
+    plan = _compile(_run(records=30, sharding={"shards": 30}), facts=ClusterFacts(max_array_size=11))
+    unit = bind_submission(plan, SubmissionBinding(run_id="x", run_dir="/ws/runs/x/", job_name_prefix="dd-r-x"))
+    assert [c.job_name for c in unit.chunks] == ["dd-r-x-c0", "dd-r-x-c1", "dd-r-x-c2"]
+    assert [c.index_offset for c in unit.chunks] == [0, 11, 22]
+    assert unit.sbatch_args == (
+        "--chdir=/ws/runs/x/",
+        "--output=/ws/runs/x/slurm-%x_%a.out",
+        "--error=/ws/runs/x/slurm-%x_%a.err",
+    )
+
+
+def test_binding_refuses_unresolved_plans_and_pattern_characters() -> None:
+    unresolved = _compile(_run(), {"gpus_per_node": "auto"})
+    with pytest.raises(InvalidInputError) as caught:
+        bind_submission(unresolved, SubmissionBinding(run_id="x", run_dir="/ws/x", job_name_prefix="p"))
+    assert [p.key_path for p in caught.value.problems] == ["gpus_per_node"]
+    plan = _compile(_run())
+    for bad in ("/ws/100%", "relative/dir", "/ws/a\\b"):
+        with pytest.raises(InvalidInputError, match="run directory"):
+            bind_submission(plan, SubmissionBinding(run_id="x", run_dir=bad, job_name_prefix="p"))
+
+
+def test_escape_and_bind_round_trip_any_text() -> None:
+    for text in ("", "{", "}}", "{host}", "a{b}c{{d}}", "$(touch X) `x` ';&"):
+        assert bind_argv((escape_braces(text),), {}) == (text,)
+
+
+def test_a_config_file_is_read_from_the_text_the_caller_passes() -> None:
+    run = RunSpec.model_validate({**_run(), "data_designer": {"config": "/cfg/c.yaml"}}, strict=False)
+    with pytest.raises(InvalidInputError, match="was not given"):
+        resolve_config(run)
+    document = resolve_config(run, json.dumps(CONFIG))
+    assert isinstance(document, Document)
+    assert document.file == "/cfg/c.yaml"
+    cluster = ClusterProfile.model_validate(PROFILE)
+    from_file = compile(run, cluster, cluster="c", config=document)
+    assert from_file.digest == _compile(_run()).digest
