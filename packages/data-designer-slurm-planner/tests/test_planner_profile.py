@@ -19,6 +19,14 @@ from data_designer.slurm.contracts import (
     format_time_limit,
 )
 from data_designer.slurm.planner import ProfileTemplate, load_profile, looks_like_token, render_profile
+from data_designer.slurm.planner._document import _StrictLoader
+
+
+class _Yaml12Dumper(yaml.SafeDumper):
+    """Quotes exactly the strings the planner's YAML 1.2 reader would not read back as strings (e.g. '1e100')."""
+
+
+_Yaml12Dumper.yaml_implicit_resolvers = {k: list(v) for k, v in _StrictLoader.yaml_implicit_resolvers.items()}
 
 
 def test_the_default_template_loads_to_the_documented_profile() -> None:
@@ -200,9 +208,9 @@ def test_yaml_json_and_key_order_give_equal_profiles(data: dict[str, Any], rng: 
     texts = [
         (json.dumps(data, indent=2, ensure_ascii=False), "p.json"),
         (json.dumps(shuffled), "p.json"),
-        (yaml.safe_dump(data, allow_unicode=True, sort_keys=False), "p.yaml"),
-        (yaml.safe_dump(shuffled, allow_unicode=True, sort_keys=True), "p.yaml"),
-        (yaml.safe_dump(shuffled, default_flow_style=True), "p.yml"),
+        (yaml.dump(data, Dumper=_Yaml12Dumper, allow_unicode=True, sort_keys=False), "p.yaml"),
+        (yaml.dump(shuffled, Dumper=_Yaml12Dumper, allow_unicode=True, sort_keys=True), "p.yaml"),
+        (yaml.dump(shuffled, Dumper=_Yaml12Dumper, default_flow_style=True), "p.yml"),
     ]
     for text, file in texts:
         assert load_profile(text, file=file) == expected, text
