@@ -42,7 +42,7 @@ SUPERVISOR = """#!{python}
 # plan, bind every argv template and start it through `srun` without a shell.
 import json, os, subprocess, sys
 from data_designer.slurm.contracts import ExecutionPlan
-from data_designer.slurm.planner._compile import bind_argv
+from data_designer.slurm.planner._argv import bind_argv
 
 dump = os.environ["HOSTILE_DUMP"]
 with open(os.path.join(dump, "supervisor.json"), "w", encoding="utf-8") as out:

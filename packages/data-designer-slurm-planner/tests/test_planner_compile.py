@@ -18,7 +18,8 @@ from data_designer.slurm.contracts import (
     SubmissionBinding,
 )
 from data_designer.slurm.planner import Document
-from data_designer.slurm.planner._compile import bind_argv, compile, escape_braces, plan_digest
+from data_designer.slurm.planner._argv import bind_argv, escape_braces
+from data_designer.slurm.planner._compile import compile, plan_digest
 from data_designer.slurm.planner._inputs import load_run, resolve_config
 from data_designer.slurm.planner._sbatch import bind_submission
 
@@ -403,3 +404,63 @@ def test_a_config_file_is_read_from_the_text_the_caller_passes() -> None:
     cluster = ClusterProfile.model_validate(PROFILE)
     from_file = compile(run, cluster, cluster="c", config=document)
     assert from_file.digest == _compile(_run()).digest
+
+
+def test_gpus_per_node_is_not_needed_when_nothing_uses_gpus() -> None:
+    deployments = {"writer": {"engine": "command", "argv": ["srv", "{port}"], "model": "m", "gpus_per_replica": 0}}
+    plan = _compile(_run(deployments=deployments), {"gpus_per_node": "auto"})
+    assert plan.unresolved == ()
+    assert (plan.allocation.nodes, plan.allocation.gpus_per_node, plan.allocation.gpus) == (1, None, 0)
+    assert plan.gpu_hours_upper_bound == 0.0
+    assert plan.submission.script is not None
+    assert "--gres" not in plan.submission.script
+    exclusive = _compile(_run(deployments=deployments), {"gpus_per_node": "auto", "gpu_request": "whole_node"})
+    assert exclusive.gpu_hours_upper_bound is None
+
+
+def test_a_compute_image_runs_the_supervisor_under_apptainer_and_the_client_in_it() -> None:
+    record = ImageRecord(name="dd", path="/img/dd.sif", kind="sif")
+    profile = {"compute_python": {"image": "dd"}, "container_runtime": "apptainer"}
+    plan = _compile(_run(), profile, images=[record])
+    assert plan.submission.script is not None
+    assert plan.submission.script.endswith(
+        "exec apptainer exec /img/dd.sif python3 -m data_designer.slurm.runtime.supervisor --plan plan.json\n"
+    )
+    assert plan.allocation.client.argv[0] == "python3"
+    assert plan.allocation.client.image is not None
+    assert plan.allocation.client.image.path == "/img/dd.sif"
+    dry = _compile(_run(), profile)
+    assert [(u.what, u.key_path) for u in dry.unresolved] == [("image", "compute_python.image")]
+    assert dry.submission.script is None
+    assert set(_problems(_run(), {**profile, "container_runtime": "pyxis"}, images=[record])) == {
+        "compute_image_runtime@compute_python.image"
+    }
+
+
+@pytest.mark.parametrize("module", ["_compile", "_argv", "_layout", "_sbatch", "_inputs"])
+def test_the_compiler_modules_import_no_clock_environment_filesystem_or_subprocess(module: str) -> None:
+    import ast
+    import importlib
+
+    source = importlib.import_module(f"data_designer.slurm.planner.{module}").__file__
+    assert source is not None
+    with open(source, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    banned = {
+        "os",
+        "sys",
+        "time",
+        "datetime",
+        "subprocess",
+        "pathlib",
+        "random",
+        "uuid",
+        "socket",
+        "shutil",
+        "tempfile",
+    }
+    assert imported & banned == set()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from data_designer.slurm.planner._layout import PackingError, Placement, chunk_shards, pack_replicas, shard_ranges
@@ -29,6 +29,7 @@ def test_exactly_one_of_shards_and_records_per_shard() -> None:
         shard_ranges(2, shards=1, records_per_shard=1)
 
 
+@settings(deadline=None)
 @given(records=st.integers(1, 5000), shards=st.integers(1, 200))
 def test_shard_ranges_tile_the_records_evenly(records: int, shards: int) -> None:
     if shards > records:
@@ -43,6 +44,7 @@ def test_shard_ranges_tile_the_records_evenly(records: int, shards: int) -> None
     assert min(sizes) >= 1
 
 
+@settings(deadline=None)
 @given(records=st.integers(1, 5000), per=st.integers(1, 700))
 def test_records_per_shard_tile_the_records(records: int, per: int) -> None:
     ranges = shard_ranges(records, records_per_shard=per)
@@ -89,6 +91,7 @@ def test_replicas_without_gpus_share_the_first_node() -> None:
     assert pack_replicas([], gpus_per_node=2).nodes == 1
 
 
+@settings(deadline=None)
 @given(needs=st.lists(st.integers(0, 8), max_size=20), per_node=st.integers(1, 8))
 def test_packing_never_oversubscribes_a_node(needs: list[int], per_node: int) -> None:
     needs = [n if n <= per_node else per_node * (n // per_node) for n in needs]
@@ -121,6 +124,7 @@ def test_one_shard_is_one_chunk_without_throttle() -> None:
     assert chunk.index_offset == 0
 
 
+@settings(deadline=None)
 @given(shards=st.integers(1, 3000), max_array_size=st.integers(1, 1001))
 def test_every_shard_is_bound_once_with_indices_below_the_limit(shards: int, max_array_size: int) -> None:
     chunks = chunk_shards(shards, max_array_size=max_array_size)

@@ -6,7 +6,7 @@ import shlex
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from data_designer.slurm.planner._sbatch import (
@@ -73,6 +73,7 @@ def test_a_container_launcher_is_quoted_word_by_word() -> None:
     assert shlex.split(last) == ["exec", *supervisor_argv(launcher)]
 
 
+@settings(deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1))
 def test_any_interpreter_path_survives_shell_parsing(path: str) -> None:
     script = render_script(replace(REQUEST, launcher=(path,))).script

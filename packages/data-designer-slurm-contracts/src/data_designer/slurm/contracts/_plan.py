@@ -103,12 +103,15 @@ class ReplicaPlan(BaseModel):
     gpus: NonNegativeInt = Field(description="GPUs in total (tensor x pipeline parallel for vLLM).")
     cpus: PositiveInt
     argv: tuple[str, ...] = Field(
-        description="Exact argv; '{host}', '{port}' and '{api_key}' are bound in the allocation (bind probe, per-attempt key)."
+        description="Exact argv template: '{host}', '{port}' and '{api_key}' are bound in the allocation (bind probe, "
+        "per-attempt key); '{{' and '}}' are literal braces (the planner's bind_argv)."
     )
     environment: dict[str, str] = Field(description="Variables set for the server (values planned here, no secrets).")
     pass_environment: tuple[str, ...] = Field(description="Names of variables passed through from the job.")
-    bind: Literal["loopback", "all"] = Field(description="Loopback unless the replica spans nodes.")
-    requires_api_key: bool = Field(description="A per-attempt key generated in the allocation (multi-node replicas).")
+    bind: Literal["loopback", "all"] = Field(
+        description="Loopback when the replica runs only on node 0 (the client's); all interfaces otherwise."
+    )
+    requires_api_key: bool = Field(description="A per-attempt key generated in the allocation (replicas bound to all).")
     health_path: str
     startup_timeout_s: PositiveInt
     image: ImagePlan | None = None
@@ -133,7 +136,9 @@ class ClientPlan(BaseModel):
 
     model_config = FROZEN
 
-    argv: tuple[str, ...]
+    argv: tuple[str, ...] = Field(
+        description="Argv template of the worker: '{shard}' and '{attempt}' are bound per array task; '{{'/'}}' are braces."
+    )
     batch_size: PositiveInt
     cpus: PositiveInt
     memory_gb: PositiveInt

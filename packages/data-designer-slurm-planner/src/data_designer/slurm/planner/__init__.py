@@ -1,5 +1,18 @@
 """Pure, deterministic planning for data-designer-slurm: strict loaders, profiles, plans (no I/O)."""
 
+from data_designer.slurm.planner._argv import (
+    CLIENT_BOUND_NAMES,
+    SERVER_API_KEY_ENV,
+    SERVER_BOUND_NAMES,
+    WORKER_MODULE,
+    bind_argv,
+    escape_braces,
+)
+from data_designer.slurm.planner._compile import (
+    SIGNAL_SLACK_S,
+    compile,
+    plan_digest,
+)
 from data_designer.slurm.planner._dd_config import (
     BUILTIN_COLUMN_TYPES,
     BUILTIN_PROCESSOR_TYPES,
@@ -18,35 +31,94 @@ from data_designer.slurm.planner._digest import (
     sha256_digest,
 )
 from data_designer.slurm.planner._document import Document, KeyPath, detect_format, format_key_path, parse_document
+from data_designer.slurm.planner._inputs import (
+    INLINE_CONFIG_FILE,
+    base_run_path,
+    config_path,
+    load_base_run,
+    load_benchmark,
+    load_run,
+    resolve_config,
+)
 from data_designer.slurm.planner._profile import ProfileTemplate, load_profile, render_profile
+from data_designer.slurm.planner._sbatch import (
+    PLAN_FILE,
+    SUPERVISOR_MODULE,
+    RenderedScript,
+    ScriptRequest,
+    bind_submission,
+    render_script,
+)
 from data_designer.slurm.planner._secrets import find_secret_literals, is_secret_like_key, looks_like_token
 from data_designer.slurm.planner._validation import allowed_keys, validate_document
+from data_designer.slurm.planner._vllm import (
+    CONTROLLED_FLAGS,
+    MULTI_NODE_FLAGS,
+    RENDERED_FLAGS,
+    SUPPORTED_VLLM,
+    check_engine_args,
+    is_supported_vllm_version,
+    known_serve_flags,
+    render_engine_args,
+    serve_flag_versions,
+)
 
 __all__ = [
     "BUILTIN_COLUMN_TYPES",
     "BUILTIN_PROCESSOR_TYPES",
+    "CLIENT_BOUND_NAMES",
+    "CONTROLLED_FLAGS",
     "DIGEST_ALGORITHM",
+    "INLINE_CONFIG_FILE",
     "MAX_RUN_SEED",
     "MODEL_COLUMN_TYPES",
+    "MULTI_NODE_FLAGS",
+    "PLAN_FILE",
+    "RENDERED_FLAGS",
     "SAMPLER_SEED_BITS",
+    "SERVER_API_KEY_ENV",
+    "SERVER_BOUND_NAMES",
+    "SIGNAL_SLACK_S",
+    "SUPERVISOR_MODULE",
+    "SUPPORTED_VLLM",
+    "WORKER_MODULE",
     "Document",
     "KeyPath",
     "NotCanonicalError",
     "ProfileTemplate",
+    "RenderedScript",
+    "ScriptRequest",
     "allowed_keys",
+    "base_run_path",
+    "bind_argv",
+    "bind_submission",
     "canonical_json",
+    "check_engine_args",
+    "compile",
     "config_digest",
+    "config_path",
     "derive_sampler_seed",
     "detect_format",
+    "escape_braces",
     "find_secret_literals",
     "format_key_path",
     "is_secret_like_key",
+    "is_supported_vllm_version",
+    "known_serve_flags",
+    "load_base_run",
+    "load_benchmark",
     "load_profile",
+    "load_run",
     "looks_like_token",
     "parse_document",
+    "plan_digest",
     "read_dd_config",
+    "render_engine_args",
     "render_profile",
+    "render_script",
+    "resolve_config",
     "sampler_seed_words",
+    "serve_flag_versions",
     "sha256_digest",
     "validate_document",
 ]

@@ -7,15 +7,11 @@ collected and raised at once as one :class:`InvalidInputError`. What cannot be k
 (registered images without a registry, ``gpus_per_node: auto`` without probed facts) becomes an
 :class:`Unresolved` entry, never a guess.
 
-Argv templates: every argv in a plan (servers and client) is a ``str.format`` template over a
-fixed set of names bound inside the allocation (``{host}``, ``{port}``, ``{api_key}`` for
-servers; ``{shard}``, ``{attempt}`` for the client); every authored brace is doubled (``{{``), so
-:func:`bind_argv` gives back authored text byte for byte.
+Every argv in a plan is a template bound inside the allocation (see ``_argv``).
 """
 
 from __future__ import annotations
 
-import string
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -42,40 +38,15 @@ from data_designer.slurm.contracts import (
     format_time_limit,
     parse_time_limit,
 )
+from data_designer.slurm.planner._argv import client_argv, command_argv, vllm_argv
 from data_designer.slurm.planner._dd_config import read_dd_config
 from data_designer.slurm.planner._digest import MAX_RUN_SEED, derive_sampler_seed, sha256_digest
 from data_designer.slurm.planner._document import Document
 from data_designer.slurm.planner._layout import PackingError, chunk_shards, pack_replicas, shard_ranges
 from data_designer.slurm.planner._sbatch import ScriptRequest, render_script
-from data_designer.slurm.planner._vllm import check_engine_args, render_engine_args
 
-WORKER_MODULE = "data_designer.slurm.runtime.worker"
-SERVER_API_KEY_ENV = "DDSLURM_SERVER_API_KEY"
-"""The variable the allocation sets to a per-attempt key for replicas that listen beyond loopback."""
 SIGNAL_SLACK_S = 60
 """Slurm may deliver the warning signal up to this much earlier than asked."""
-SERVER_BOUND_NAMES = frozenset({"host", "port", "api_key"})
-CLIENT_BOUND_NAMES = frozenset({"shard", "attempt"})
-
-_FORMATTER = string.Formatter()
-
-
-def escape_braces(text: str) -> str:
-    """``text`` as a literal inside an argv template."""
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-def bind_argv(argv: Sequence[str], values: Mapping[str, str]) -> tuple[str, ...]:
-    """Bind a plan's argv template: ``{name}`` -> ``values[name]``, ``{{``/``}}`` -> braces. KeyError on a missing name."""
-    out = []
-    for element in argv:
-        parts = []
-        for literal, field, _spec, _conversion in _FORMATTER.parse(element):
-            parts.append(literal)
-            if field is not None:
-                parts.append(values[field])
-        out.append("".join(parts))
-    return tuple(out)
 
 
 class _Problems:
@@ -116,14 +87,17 @@ def compile(
     except InvalidInputError as exc:
         problems.items.extend(exc.problems)
 
-    gpus_per_node = _gpus_per_node(profile, facts, unresolved)
+    needs_gpus = any(_replica_gpus(d) for d in run.deployments.values())
+    gpus_per_node = _gpus_per_node(profile, facts, unresolved, required=needs_gpus)
+    # Without GPU work the node size does not matter for packing: every replica shares the first node.
+    packing_gpus = gpus_per_node if gpus_per_node is not None or needs_gpus else 1
     time_limit_s = _time_limit_s(run, profile, problems)
     shards = _shards(run, problems)
     aliases = _check_aliases(run, summary, len(shards), config.file, problems, warnings)
 
-    replicas = _replicas(run, profile, gpus_per_node, registry, problems, unresolved)
-    client = _client(run, profile, aliases, summary, replicas, registry, problems, unresolved)
-    launcher = _launcher(profile, registry, problems, unresolved)
+    replicas = _replicas(run, profile, packing_gpus, registry, problems, unresolved)
+    launcher, compute_image = _launcher(profile, registry, problems, unresolved)
+    client = _client(run, profile, aliases, summary, replicas, compute_image, registry, problems, unresolved)
 
     if problems.items or summary is None:
         raise InvalidInputError.from_problems(problems.items, operation="plan.compile")
@@ -133,7 +107,7 @@ def compile(
     time_limit = format_time_limit(time_limit_s)
     whole_node = profile.gpu_request == "whole_node"
     exclusive = run.submission.exclusive or whole_node
-    nodes, cpus_per_node, gres = _shape(replicas, client, gpus_per_node)
+    nodes, cpus_per_node, gres = _shape(replicas, client, packing_gpus)
     allocation = AllocationPlan(
         nodes=nodes,
         gpus_per_node=gpus_per_node,
@@ -178,8 +152,8 @@ def compile(
     )
 
     gpu_hours: float | None = None
-    if nodes is not None and gpus_per_node is not None:
-        held_per_node = gpus_per_node if exclusive else gres
+    held_per_node = gpus_per_node if exclusive else gres
+    if nodes is not None and held_per_node is not None:
         gpu_hours = round(len(shards) * nodes * held_per_node * time_limit_s / 3600, 6)
 
     body: dict[str, Any] = {
@@ -249,11 +223,22 @@ def _check_aliases(
     return [*dict.fromkeys([*(a for a in used if a in served), *run.deployments, *run.external])]
 
 
-def _gpus_per_node(profile: ClusterProfile, facts: ClusterFacts, unresolved: list[Unresolved]) -> int | None:
+def _replica_gpus(deployment: VllmDeployment | CommandDeployment) -> int:
+    if isinstance(deployment, VllmDeployment):
+        return deployment.tensor_parallel * deployment.pipeline_parallel
+    return deployment.gpus_per_replica
+
+
+def _gpus_per_node(
+    profile: ClusterProfile, facts: ClusterFacts, unresolved: list[Unresolved], *, required: bool
+) -> int | None:
+    """GPUs per node from the profile, else the probed facts; unresolved (when GPU work needs it) otherwise."""
     if isinstance(profile.gpus_per_node, int):
         return profile.gpus_per_node
     if facts.gpus_per_node is not None:
         return facts.gpus_per_node
+    if not required:
+        return None
     unresolved.append(
         Unresolved(
             what="gpus_per_node",
@@ -319,11 +304,7 @@ def _replicas(
 ) -> list[ReplicaPlan]:
     requests: list[tuple[str, int, int]] = []  # (alias, replica, gpus)
     for alias, deployment in run.deployments.items():
-        gpus = (
-            deployment.tensor_parallel * deployment.pipeline_parallel
-            if isinstance(deployment, VllmDeployment)
-            else deployment.gpus_per_replica
-        )
+        gpus = _replica_gpus(deployment)
         requests.extend((alias, replica, gpus) for replica in range(deployment.replicas))
     placements = None
     if gpus_per_node is not None:
@@ -350,10 +331,10 @@ def _replicas(
         placement = placements[position] if placements is not None else None
         remote = placement is None or placement.node_indices != (0,)
         if isinstance(deployment, VllmDeployment):
-            argv = _vllm_argv(alias, deployment, remote, problems)
+            argv = vllm_argv(alias, deployment, remote=remote, problems=problems.items)
             cpus, health = deployment.cpus_per_replica, "/health"
         else:
-            argv = _command_argv(alias, deployment, gpus, problems)
+            argv = command_argv(alias, deployment, gpus=gpus, problems=problems.items)
             cpus, health = deployment.cpus_per_replica, deployment.health_path
         out.append(
             ReplicaPlan(
@@ -377,80 +358,6 @@ def _replicas(
             )
         )
     return out
-
-
-def _vllm_argv(alias: str, deployment: VllmDeployment, remote: bool, problems: _Problems) -> tuple[str, ...]:
-    """``vllm serve MODEL`` with the flags the runtime controls, then the engine args (authored braces doubled)."""
-    path = ("deployments", alias, "engine_args")
-    found = check_engine_args(deployment.engine_args, path=path)
-    problems.items.extend(found)
-    if deployment.model.startswith("-"):
-        problems.add(
-            "model_dash",
-            f"deployments.{alias}.model",
-            f"model {deployment.model!r} starts with '-' and would be read as an option",
-            "write a path or a Hugging Face id",
-        )
-    argv = [
-        "vllm",
-        "serve",
-        escape_braces(deployment.model),
-        "--host",
-        "{host}",
-        "--port",
-        "{port}",
-        "--tensor-parallel-size",
-        str(deployment.tensor_parallel),
-        "--pipeline-parallel-size",
-        str(deployment.pipeline_parallel),
-        "--served-model-name",
-        escape_braces(alias),
-    ]
-    if remote:
-        argv += ["--api-key", "{api_key}"]
-    if not found:
-        argv += [escape_braces(word) for word in render_engine_args(deployment.engine_args, path=path)]
-    return tuple(argv)
-
-
-def _command_argv(alias: str, deployment: CommandDeployment, gpus: int, problems: _Problems) -> tuple[str, ...]:
-    known = {
-        "model": deployment.model,
-        "gpus": str(gpus),
-        "served_name": alias,
-        "api_key_env": SERVER_API_KEY_ENV,
-    }
-    out: list[str] = []
-    for index, template in enumerate(deployment.argv):
-        key_path = f"deployments.{alias}.argv[{index}]"
-        try:
-            parsed = list(_FORMATTER.parse(template))
-        except ValueError as exc:
-            problems.add(
-                "argv_template",
-                key_path,
-                f"{template!r} is not a valid template: {exc}",
-                "write placeholders as {host}, and literal braces as {{ and }}",
-            )
-            continue
-        parts: list[str] = []
-        for literal, field, spec, conversion in parsed:
-            parts.append(escape_braces(literal))
-            if field is None:
-                continue
-            if spec or conversion or (field not in known and field not in ("host", "port")):
-                problems.add(
-                    "unknown_placeholder",
-                    key_path,
-                    f"{template!r} uses the unknown placeholder {{{field}{'!' + conversion if conversion else ''}"
-                    f"{':' + spec if spec else ''}}}",
-                    "use only {host}, {port}, {model}, {gpus}, {served_name} and {api_key_env}; "
-                    "write literal braces as {{ and }}",
-                )
-                continue
-            parts.append("{" + field + "}" if field in ("host", "port") else escape_braces(known[field]))
-        out.append("".join(parts))
-    return tuple(out)
 
 
 def _image(
@@ -494,13 +401,15 @@ def _launcher(
     registry: Mapping[str, ImageRecord] | None,
     problems: _Problems,
     unresolved: list[Unresolved],
-) -> tuple[str, ...] | None:
-    """The words the batch script execs before ``-m <supervisor>``; None while the compute image is unresolved."""
+) -> tuple[tuple[str, ...] | None, ImagePlan | None]:
+    """The words the batch script execs before ``-m <supervisor>`` (None while the compute image is unresolved),
+    and the compute image, if the profile names one."""
     python = profile.compute_python
     if python.interpreter is not None:
-        return (python.interpreter,)
+        return (python.interpreter,), None
     assert python.image is not None
-    if profile.container_runtime != "apptainer":
+    image = _image(python.image, "compute_python.image", profile, registry, problems, unresolved)
+    if image is not None and profile.container_runtime != "apptainer":
         problems.add(
             "compute_image_runtime",
             "compute_python.image",
@@ -508,11 +417,10 @@ def _launcher(
             f"(the profile says {profile.container_runtime!r})",
             "set compute_python.interpreter to a Python with data-designer-slurm installed on the compute nodes",
         )
-        return None
-    image = _image(python.image, "compute_python.image", profile, registry, problems, unresolved)
+        return None, image
     if image is None or image.path is None:
-        return None
-    return ("apptainer", "exec", image.path, "python3")
+        return None, image
+    return ("apptainer", "exec", image.path, "python3"), image
 
 
 def _client(
@@ -521,15 +429,18 @@ def _client(
     aliases: Sequence[str],
     summary: ConfigSummary | None,
     replicas: Sequence[ReplicaPlan],
+    compute_image: ImagePlan | None,
     registry: Mapping[str, ImageRecord] | None,
     problems: _Problems,
     unresolved: list[Unresolved],
 ) -> ClientPlan:
+    """The client worker: in the client image if set, else where the supervisor runs (interpreter or compute image)."""
     settings = run.client
-    reference = settings.image or profile.compute_python.image
-    key_path = "client.image" if settings.image is not None else "compute_python.image"
-    image = _image(reference, key_path, profile, registry, problems, unresolved) if reference is not None else None
-    python = "python3" if reference is not None else (profile.compute_python.interpreter or "python3")
+    image = compute_image
+    if settings.image is not None:
+        image = _image(settings.image, "client.image", profile, registry, problems, unresolved)
+    in_image = settings.image is not None or profile.compute_python.image is not None
+    python = "python3" if in_image else (profile.compute_python.interpreter or "python3")
     endpoints = []
     for alias in aliases:
         concurrency = settings.concurrency.get(alias, settings.default_concurrency)
@@ -568,17 +479,7 @@ def _client(
                 )
             )
     return ClientPlan(
-        argv=(
-            escape_braces(python),
-            "-m",
-            WORKER_MODULE,
-            "--plan",
-            "plan.json",
-            "--shard",
-            "{shard}",
-            "--attempt",
-            "{attempt}",
-        ),
+        argv=client_argv(python),
         batch_size=settings.batch_size,
         cpus=settings.cpus,
         memory_gb=settings.memory_gb,

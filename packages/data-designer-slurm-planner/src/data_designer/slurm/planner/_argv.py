@@ -1,0 +1,150 @@
+"""Argv templates of a plan: server argv (vLLM, command templates) and the client worker's argv (pure).
+
+Every argv in a plan is a ``str.format``-style template over a fixed set of names bound inside
+the allocation: ``{host}``, ``{port}`` and ``{api_key}`` for servers (:data:`SERVER_BOUND_NAMES`;
+the port is probed, the key generated per attempt), ``{shard}`` and ``{attempt}`` for the client
+(:data:`CLIENT_BOUND_NAMES`). Every brace of authored text is doubled, so :func:`bind_argv` gives
+back authored text byte for byte, whatever it holds. No argv ever passes through a shell.
+
+A ``command`` deployment's argv is itself a template: ``{host}`` and ``{port}`` stay for the
+allocation; ``{model}``, ``{gpus}`` (the replica's GPU count), ``{served_name}`` (the alias) and
+``{api_key_env}`` (:data:`SERVER_API_KEY_ENV`, the variable holding a remote replica's key) are
+substituted here; ``{{`` and ``}}`` are literal braces; anything else is an input error naming the
+argv element.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+
+from data_designer.slurm.contracts import CommandDeployment, Problem, VllmDeployment
+from data_designer.slurm.planner._vllm import check_engine_args, render_engine_args
+
+WORKER_MODULE = "data_designer.slurm.runtime.worker"
+"""The client worker the supervisor starts in each allocation (written with the runtime)."""
+SERVER_API_KEY_ENV = "DDSLURM_SERVER_API_KEY"
+"""The variable the allocation sets to a per-attempt key for replicas that listen beyond loopback."""
+SERVER_BOUND_NAMES = frozenset({"host", "port", "api_key"})
+CLIENT_BOUND_NAMES = frozenset({"shard", "attempt"})
+
+_FORMATTER = string.Formatter()
+_LEFT_FOR_ALLOCATION = ("host", "port")
+
+
+def escape_braces(text: str) -> str:
+    """``text`` as a literal inside an argv template."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def bind_argv(argv: Sequence[str], values: Mapping[str, str]) -> tuple[str, ...]:
+    """Bind a plan's argv template: ``{name}`` -> ``values[name]``, ``{{``/``}}`` -> braces. KeyError on a missing name."""
+    out = []
+    for element in argv:
+        parts = []
+        for literal, field, _spec, _conversion in _FORMATTER.parse(element):
+            parts.append(literal)
+            if field is not None:
+                parts.append(values[field])
+        out.append("".join(parts))
+    return tuple(out)
+
+
+def _problem(code: str, key_path: str, message: str, hint: str) -> Problem:
+    return Problem(code=code, key_path=key_path, message=message, hint=hint)
+
+
+def vllm_argv(alias: str, deployment: VllmDeployment, *, remote: bool, problems: list[Problem]) -> tuple[str, ...]:
+    """``vllm serve MODEL`` with the flags the runtime controls, then the engine args (authored braces doubled)."""
+    path = ("deployments", alias, "engine_args")
+    found = check_engine_args(deployment.engine_args, path=path)
+    problems.extend(found)
+    if deployment.model.startswith("-"):
+        problems.append(
+            _problem(
+                "model_dash",
+                f"deployments.{alias}.model",
+                f"model {deployment.model!r} starts with '-' and would be read as an option",
+                "write a path or a Hugging Face id",
+            )
+        )
+    argv = [
+        "vllm",
+        "serve",
+        escape_braces(deployment.model),
+        "--host",
+        "{host}",
+        "--port",
+        "{port}",
+        "--tensor-parallel-size",
+        str(deployment.tensor_parallel),
+        "--pipeline-parallel-size",
+        str(deployment.pipeline_parallel),
+        "--served-model-name",
+        escape_braces(alias),
+    ]
+    if remote:
+        argv += ["--api-key", "{api_key}"]
+    if not found:
+        argv += [escape_braces(word) for word in render_engine_args(deployment.engine_args, path=path)]
+    return tuple(argv)
+
+
+def command_argv(alias: str, deployment: CommandDeployment, *, gpus: int, problems: list[Problem]) -> tuple[str, ...]:
+    """The deployment's argv template with what is known at plan time substituted (see the module docstring)."""
+    known = {
+        "model": deployment.model,
+        "gpus": str(gpus),
+        "served_name": alias,
+        "api_key_env": SERVER_API_KEY_ENV,
+    }
+    out: list[str] = []
+    for index, template in enumerate(deployment.argv):
+        key_path = f"deployments.{alias}.argv[{index}]"
+        try:
+            parsed = list(_FORMATTER.parse(template))
+        except ValueError as exc:
+            problems.append(
+                _problem(
+                    "argv_template",
+                    key_path,
+                    f"{template!r} is not a valid template: {exc}",
+                    "write placeholders as {host}, and literal braces as {{ and }}",
+                )
+            )
+            continue
+        parts: list[str] = []
+        for literal, field, spec, conversion in parsed:
+            parts.append(escape_braces(literal))
+            if field is None:
+                continue
+            if spec or conversion or (field not in known and field not in _LEFT_FOR_ALLOCATION):
+                written = field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+                problems.append(
+                    _problem(
+                        "unknown_placeholder",
+                        key_path,
+                        f"{template!r} uses the unknown placeholder {{{written}}}",
+                        "use only {host}, {port}, {model}, {gpus}, {served_name} and {api_key_env}; "
+                        "write literal braces as {{ and }}",
+                    )
+                )
+                continue
+            parts.append("{" + field + "}" if field in _LEFT_FOR_ALLOCATION else escape_braces(known[field]))
+        out.append("".join(parts))
+    return tuple(out)
+
+
+def client_argv(python: str) -> tuple[str, ...]:
+    """The client worker's argv template: the compute Python, the worker module, the plan, shard and attempt."""
+    return (
+        escape_braces(python),
+        "-m",
+        WORKER_MODULE,
+        "--plan",
+        "plan.json",
+        "--shard",
+        "{shard}",
+        "--attempt",
+        "{attempt}",
+    )
