@@ -17,6 +17,12 @@ from data_designer.slurm.contracts._benchmark import (
     ScaledRecords,
     TensorParallelAxis,
 )
+from data_designer.slurm.contracts._benchmark_plan import (
+    BENCHMARK_PLAN_SCHEMA_VERSION,
+    BenchmarkChild,
+    BenchmarkPlan,
+    CaseValue,
+)
 from data_designer.slurm.contracts._dd_config import (
     ColumnSummary,
     ConfigFinding,
@@ -125,6 +131,7 @@ from data_designer.slurm.contracts._types import (
 from data_designer.slurm.contracts._version import __version__
 
 __all__ = [
+    "BENCHMARK_PLAN_SCHEMA_VERSION",
     "BENCHMARK_SCHEMA_VERSION",
     "COMMAND_PLACEHOLDERS",
     "ENV_VAR_NAME_PATTERN",
@@ -143,7 +150,10 @@ __all__ = [
     "ArrayTaskBinding",
     "Axis",
     "BaseRun",
+    "BenchmarkChild",
+    "BenchmarkPlan",
     "BenchmarkSpec",
+    "CaseValue",
     "CheckFailedError",
     "ChunkLayout",
     "ClientPlan",

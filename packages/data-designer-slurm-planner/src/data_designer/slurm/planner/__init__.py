@@ -31,6 +31,13 @@ from data_designer.slurm.planner._digest import (
     sha256_digest,
 )
 from data_designer.slurm.planner._document import Document, KeyPath, detect_format, format_key_path, parse_document
+from data_designer.slurm.planner._expand import (
+    CHILD_ID_LENGTH,
+    benchmark_plan_digest,
+    child_id,
+    expand,
+    is_run_key,
+)
 from data_designer.slurm.planner._inputs import (
     INLINE_CONFIG_FILE,
     base_run_path,
@@ -66,6 +73,7 @@ from data_designer.slurm.planner._vllm import (
 __all__ = [
     "BUILTIN_COLUMN_TYPES",
     "BUILTIN_PROCESSOR_TYPES",
+    "CHILD_ID_LENGTH",
     "CLIENT_BOUND_NAMES",
     "CONTROLLED_FLAGS",
     "DIGEST_ALGORITHM",
@@ -90,18 +98,22 @@ __all__ = [
     "ScriptRequest",
     "allowed_keys",
     "base_run_path",
+    "benchmark_plan_digest",
     "bind_argv",
     "bind_submission",
     "canonical_json",
     "check_engine_args",
+    "child_id",
     "compile",
     "config_digest",
     "config_path",
     "derive_sampler_seed",
     "detect_format",
     "escape_braces",
+    "expand",
     "find_secret_literals",
     "format_key_path",
+    "is_run_key",
     "is_secret_like_key",
     "is_supported_vllm_version",
     "known_serve_flags",

@@ -1,0 +1,517 @@
+"""Expand a benchmark into ordered child runs, each compiled into an :class:`ExecutionPlan` (pure, deterministic).
+
+Children are the cartesian product of the axes in declared order (the last axis varies fastest),
+then the repeats (innermost). Each child is the base run with the case's axis values applied:
+
+* ``concurrency``: ``client.concurrency[alias]`` (a deployed or external alias);
+* ``tensor_parallel``, ``replicas``: the field of the alias's deployment (``tensor_parallel``
+  needs a ``vllm`` deployment);
+* ``nodes``: the deployment's replicas fill that many nodes: ``nodes * (gpus_per_node //
+  gpus_per_replica)`` replicas, or ``nodes // nodes_per_replica`` for replicas spanning nodes.
+  Other deployments of the run add their own GPUs; without a known ``gpus_per_node`` the axis is
+  unresolved and the base replicas stay;
+* ``engine_arg``: ``engine_args[arg]`` of a ``vllm`` deployment (checked like any engine arg);
+* ``model``: the deployment's model, or the external endpoint's model name;
+* ``image``: the deployment's image, or the client's when the axis names no alias;
+
+then one shard (``sharding: {shards: 1}``: one allocation measured per child), the records of the
+benchmark's policy (``fixed``, or ``scaled``: ``per_concurrency`` times the child's total client
+concurrency over every served alias, clamped to ``[min_records, max_records]``) and
+``submission.exclusive`` from the benchmark.
+
+**Children keep the base run's name.** The name is part of the run, hence of the plan digest;
+keeping it makes equal cases give equal plan digests in every benchmark built on the same base
+run, so a child can be recognised again. Repeats of a case share its plan and plan digest; the
+child id (12 hex characters of sha256 over the benchmark digest, the case, the plan digest and
+the repeat index) tells them apart. The benchmark digest covers the resolved benchmark (its base
+run inline, the Data Designer config inline, every default written out) and every child except
+its id, with each plan represented by its digest.
+
+Every problem of every child is reported at once: problems of an axis (or of a value an axis set)
+name ``axes[i]`` or ``axes[i].values[j]`` of the benchmark file; problems of the base run name its
+key in the run file (or under ``base.inline``); a problem found in several children is reported
+once, saying which children.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from data_designer.slurm.contracts import (
+    Axis,
+    BaseRun,
+    BenchmarkSpec,
+    ClusterFacts,
+    ClusterProfile,
+    CommandDeployment,
+    ConcurrencyAxis,
+    EngineArgAxis,
+    EngineArgValue,
+    ExecutionPlan,
+    FixedRecords,
+    ImageAxis,
+    ImageRecord,
+    InvalidInputError,
+    ModelAxis,
+    NodesAxis,
+    Problem,
+    RunSpec,
+    Sharding,
+    TensorParallelAxis,
+    Unresolved,
+    VllmDeployment,
+)
+from data_designer.slurm.contracts._benchmark_plan import BenchmarkChild, BenchmarkPlan, CaseValue
+from data_designer.slurm.planner._compile import compile
+from data_designer.slurm.planner._digest import canonical_json, sha256_digest
+from data_designer.slurm.planner._document import Document, format_key_path
+from data_designer.slurm.planner._vllm import check_engine_args
+
+CHILD_ID_LENGTH = 12
+"""Hex characters of a child id."""
+
+_OPERATION = "benchmark.expand"
+
+
+def expand(
+    benchmark: BenchmarkSpec,
+    profile: ClusterProfile,
+    *,
+    cluster: str,
+    base: RunSpec,
+    config: Document,
+    facts: ClusterFacts | None = None,
+    images: Iterable[ImageRecord] | None = None,
+    source: Document | None = None,
+    base_source: Document | None = None,
+) -> BenchmarkPlan:
+    """The benchmark plan of ``benchmark`` on ``profile`` (cluster ``cluster``).
+
+    ``base`` is the base run (:func:`load_base_run`) and ``config`` its Data Designer config document
+    (:func:`resolve_config`); ``facts`` and ``images`` are as for :func:`compile` (``images=None``: a dry run).
+    ``source`` and ``base_source`` are the parsed benchmark and base run files, when the caller has them: they
+    give problems their lines.
+    """
+    facts = facts or ClusterFacts()
+    registry = None if images is None else tuple(images)
+    gpus_per_node = profile.gpus_per_node if isinstance(profile.gpus_per_node, int) else facts.gpus_per_node
+    state = _State(_Locator(benchmark, source, base_source))
+    valid = [
+        _check_axis(index, axis, benchmark.axes[:index], base, gpus_per_node, state)
+        for index, axis in enumerate(benchmark.axes)
+    ]
+
+    plans: list[tuple[tuple[CaseValue, ...], int, ExecutionPlan]] = []
+    cases = 0
+    for number, positions in enumerate(itertools.product(*(range(len(axis.values)) for axis in benchmark.axes))):
+        cases += 1
+        case = tuple((_label(axis), axis.values[j]) for axis, j in zip(benchmark.axes, positions, strict=True))
+        described = ", ".join(f"{label}={value!r}" for label, value in case)
+        run, applied = _child_run(benchmark, base, positions, valid, gpus_per_node, (number, described), state)
+        try:
+            plan = compile(run, profile, cluster=cluster, config=config, facts=facts, images=registry)
+        except InvalidInputError as exc:
+            for problem in exc.problems:
+                state.found(state.where.child_problem(problem, applied), number, described)
+            continue
+        if number in state.cases:
+            continue  # an axis value could not be applied: reported, and the plan is not that case's
+        for item in plan.unresolved:
+            state.unresolved(state.where.child_unresolved(item, applied))
+        plans.append((case, run.records, plan))
+
+    if state.problems:
+        raise InvalidInputError.from_problems(state.render(cases=cases), operation=_OPERATION, file=state.where.file)
+    return _assemble(benchmark, base, config, plans, tuple(state.unresolved_items.values()))
+
+
+def benchmark_plan_digest(plan: BenchmarkPlan) -> str:
+    """sha256 of the canonical JSON of ``plan`` without its digest, its child ids and its child plans (their digests
+    stand for them)."""
+    body = plan.model_dump(mode="json", exclude={"digest": True, "children": {"__all__": {"child_id", "plan"}}})
+    return sha256_digest(body)
+
+
+def child_id(benchmark_digest: str, case: Sequence[CaseValue], plan_digest: str, repeat: int) -> str:
+    """The id of one child: the first :data:`CHILD_ID_LENGTH` hex characters of sha256 over what identifies it."""
+    material = {"benchmark": benchmark_digest, "case": [list(c) for c in case], "plan": plan_digest, "repeat": repeat}
+    return sha256_digest(material)[:CHILD_ID_LENGTH]
+
+
+def _assemble(
+    benchmark: BenchmarkSpec,
+    base: RunSpec,
+    config: Document,
+    plans: Sequence[tuple[tuple[CaseValue, ...], int, ExecutionPlan]],
+    unresolved: tuple[Unresolved, ...],
+) -> BenchmarkPlan:
+    source = base.data_designer.model_copy(update={"config": None, "inline": config.data})
+    inline_base = base.model_copy(update={"data_designer": source}).model_dump(mode="json")
+    resolved = benchmark.model_copy(update={"base": BaseRun(inline=inline_base)})
+    children: list[BenchmarkChild] = []
+    hours: float | None = 0.0
+    for case, records, plan in plans:
+        for repeat in range(benchmark.repeats):
+            children.append(
+                BenchmarkChild(
+                    child_id="",
+                    index=len(children),
+                    case=case,
+                    repeat=repeat,
+                    records=records,
+                    plan=plan,
+                    plan_digest=plan.digest,
+                )
+            )
+            bound = plan.gpu_hours_upper_bound
+            hours = None if hours is None or bound is None else hours + bound
+    draft = BenchmarkPlan(
+        digest="",
+        benchmark=resolved,
+        children=tuple(children),
+        unresolved=unresolved,
+        gpu_hours_upper_bound=None if hours is None else round(hours, 6),
+        exclusive=benchmark.exclusive,
+        max_concurrent_children=benchmark.max_concurrent_children,
+    )
+    digest = benchmark_plan_digest(draft)
+    named = tuple(
+        c.model_copy(update={"child_id": child_id(digest, c.case, c.plan_digest, c.repeat)}) for c in draft.children
+    )
+    return draft.model_copy(update={"digest": digest, "children": named})
+
+
+# --- axes -------------------------------------------------------------------------------------------------------------
+
+
+def _label(axis: Axis) -> str:
+    """How an axis is named in a case: ``<axis>.<alias>`` (``engine_arg.<alias>.<arg>``; ``image`` for the client)."""
+    if isinstance(axis, EngineArgAxis):
+        return f"engine_arg.{axis.alias}.{axis.arg}"
+    if isinstance(axis, ImageAxis) and axis.alias is None:
+        return "image"
+    return f"{axis.axis}.{axis.alias}"
+
+
+def _target(axis: Axis) -> tuple[str | None, ...]:
+    """What an axis sets; two axes with the same target conflict (``nodes`` sets replicas)."""
+    if isinstance(axis, EngineArgAxis):
+        return ("engine_arg", axis.alias, axis.arg)
+    kind = "replicas" if isinstance(axis, NodesAxis) else axis.axis
+    return (kind, axis.alias)
+
+
+def _run_path(axis: Axis, base: RunSpec) -> str:
+    """The base run key an axis sets (problems compile finds there are reported at the axis value instead)."""
+    if isinstance(axis, ConcurrencyAxis):
+        return f"client.concurrency.{axis.alias}"
+    if isinstance(axis, ImageAxis):
+        return "client.image" if axis.alias is None else f"deployments.{axis.alias}.image"
+    if isinstance(axis, ModelAxis) and axis.alias in base.external:
+        return f"external.{axis.alias}.model"
+    if isinstance(axis, EngineArgAxis):
+        return format_key_path(("deployments", axis.alias, "engine_args", axis.arg))
+    field_name = "replicas" if isinstance(axis, NodesAxis) else axis.axis
+    return f"deployments.{axis.alias}.{field_name}"
+
+
+class _State:
+    """Problems (grouped over cases) and unresolved entries collected while expanding."""
+
+    def __init__(self, where: _Locator) -> None:
+        self.where = where
+        self.problems: dict[Problem, list[int]] = {}
+        self.unresolved_items: dict[tuple[str, str, str], Unresolved] = {}
+        self.cases: dict[int, str] = {}
+
+    def add(self, code: str, key_path: str, message: str, hint: str) -> None:
+        """A problem of the benchmark file itself (not of one case)."""
+        line = self.where.line(key_path)
+        problem = Problem(code=code, file=self.where.file, line=line, key_path=key_path, message=message, hint=hint)
+        self.problems.setdefault(problem, [])
+
+    def found(self, problem: Problem, case: int, described: str) -> None:
+        self.cases[case] = described
+        found_in = self.problems.setdefault(problem, [])
+        if case not in found_in:
+            found_in.append(case)
+
+    def unresolved(self, item: Unresolved) -> None:
+        self.unresolved_items.setdefault((item.what, item.key_path, item.detail), item)
+
+    def render(self, *, cases: int) -> list[Problem]:
+        out: list[Problem] = []
+        for problem, found_in in self.problems.items():
+            if found_in and len(found_in) < cases:
+                first = self.cases[found_in[0]] or "the base case"
+                which = f"case {first}" if len(found_in) == 1 else f"{len(found_in)} of {cases} cases, first {first}"
+                problem = problem.model_copy(update={"message": f"{problem.message} (in {which})"})
+            out.append(problem)
+        return out
+
+
+def _check_axis(
+    index: int, axis: Axis, earlier: Sequence[Axis], base: RunSpec, gpus_per_node: int | None, state: _State
+) -> bool:
+    """Problems of one axis against the base run; whether the axis can be applied."""
+    at = f"axes[{index}]"
+    ok = True
+    for other_index, other in enumerate(earlier):
+        if _target(other) == _target(axis):
+            state.add(
+                "axis_conflict",
+                at,
+                f"axis {_label(axis)!r} sets what axes[{other_index}] ({_label(other)!r}) already sets",
+                "sweep each setting on one axis (nodes and replicas of one alias are one setting)",
+            )
+            ok = False
+    seen: dict[bytes, int] = {}
+    for position, value in enumerate(axis.values):
+        key = canonical_json(value)
+        if key in seen:
+            state.add(
+                "axis_value_repeated",
+                f"{at}.values[{position}]",
+                f"value {value!r} repeats values[{seen[key]}]",
+                "list each value once; use 'repeats' to measure a case several times",
+            )
+            ok = False
+        seen.setdefault(key, position)
+    return _check_alias(at, axis, base, gpus_per_node, state) and ok
+
+
+def _check_alias(at: str, axis: Axis, base: RunSpec, gpus_per_node: int | None, state: _State) -> bool:
+    served = sorted({*base.deployments, *base.external})
+    deployed = sorted(base.deployments)
+    if isinstance(axis, ImageAxis) and axis.alias is None:
+        return True
+    alias = axis.alias
+    assert alias is not None
+    if isinstance(axis, ConcurrencyAxis | ModelAxis):
+        if alias not in served:
+            state.add(
+                "axis_alias",
+                f"{at}.alias",
+                f"alias {alias!r} is neither deployed nor external in the base run",
+                f"use one of: {', '.join(served) or '(no aliases)'}",
+            )
+            return False
+        return True
+    deployment = base.deployments.get(alias)
+    if deployment is None:
+        what = "external, not deployed" if alias in base.external else "not deployed"
+        state.add(
+            "axis_alias",
+            f"{at}.alias",
+            f"the {axis.axis} axis needs a deployed alias; {alias!r} is {what} in the base run",
+            f"use one of: {', '.join(deployed) or '(no deployments)'}",
+        )
+        return False
+    if isinstance(axis, TensorParallelAxis | EngineArgAxis) and not isinstance(deployment, VllmDeployment):
+        state.add(
+            "axis_engine",
+            f"{at}.alias",
+            f"the {axis.axis} axis needs a 'vllm' deployment; {alias!r} uses engine {deployment.engine!r}",
+            "sweep a vllm deployment, or vary the command deployment's argv in separate base runs",
+        )
+        return False
+    if isinstance(axis, EngineArgAxis):
+        return _check_engine_arg(at, axis, state)
+    if isinstance(axis, NodesAxis):
+        if isinstance(deployment, CommandDeployment) and deployment.gpus_per_replica == 0:
+            state.add(
+                "axis_no_gpus",
+                f"{at}.alias",
+                f"the nodes axis fills nodes with GPU replicas; {alias!r} uses no GPUs",
+                "sweep 'replicas' instead",
+            )
+            return False
+        if gpus_per_node is None:
+            state.unresolved(
+                Unresolved(
+                    what="gpus_per_node",
+                    key_path=at,
+                    detail=f"the nodes axis of {alias!r} needs GPUs per node, and the profile says 'auto' and the "
+                    "cluster was not probed; children keep the base run's replicas",
+                    hint="run 'data-designer slurm profile validate --probe' or set gpus_per_node in the profile",
+                )
+            )
+    return True
+
+
+def _check_engine_arg(at: str, axis: EngineArgAxis, state: _State) -> bool:
+    # A string value checks only the flag's name; every value is then checked for what depends on it.
+    named = check_engine_args({axis.arg: ""}, path=())
+    for problem in named:
+        state.add(problem.code, f"{at}.arg", problem.message, problem.hint or "")
+    if named:
+        return False
+    ok = True
+    for position, value in enumerate(axis.values):
+        for problem in check_engine_args({axis.arg: value}, path=()):
+            state.add(problem.code, f"{at}.values[{position}]", problem.message, problem.hint or "")
+            ok = False
+    return ok
+
+
+# --- children ---------------------------------------------------------------------------------------------------------
+
+
+def _child_run(
+    benchmark: BenchmarkSpec,
+    base: RunSpec,
+    positions: Sequence[int],
+    valid: Sequence[bool],
+    gpus_per_node: int | None,
+    case: tuple[int, str],
+    state: _State,
+) -> tuple[RunSpec, dict[str, str]]:
+    """The run of one case, and which run keys the axes set (run key path -> ``axes[i].values[j]``)."""
+    run = base
+    applied: dict[str, str] = {}
+    nodes: list[tuple[int, NodesAxis, int]] = []
+    for index, (axis, position) in enumerate(zip(benchmark.axes, positions, strict=True)):
+        if not valid[index]:
+            continue
+        applied[_run_path(axis, base)] = f"axes[{index}].values[{position}]"
+        if isinstance(axis, NodesAxis):
+            nodes.append((index, axis, position))
+        else:
+            run = _apply(run, axis, axis.values[position])
+    for index, axis, position in nodes:
+        run = _apply_nodes(
+            run, axis, axis.values[position], gpus_per_node, f"axes[{index}].values[{position}]", case, state
+        )
+    records = _records(benchmark, run)
+    submission = run.submission.model_copy(update={"exclusive": benchmark.exclusive})
+    return run.model_copy(
+        update={"records": records, "sharding": Sharding(shards=1), "submission": submission}
+    ), applied
+
+
+def _apply(run: RunSpec, axis: Axis, value: EngineArgValue) -> RunSpec:
+    if isinstance(axis, ConcurrencyAxis):
+        client = run.client.model_copy(update={"concurrency": {**run.client.concurrency, axis.alias: value}})
+        return run.model_copy(update={"client": client})
+    if isinstance(axis, ImageAxis) and axis.alias is None:
+        return run.model_copy(update={"client": run.client.model_copy(update={"image": value})})
+    assert axis.alias is not None
+    if isinstance(axis, ModelAxis) and axis.alias in run.external:
+        endpoint = run.external[axis.alias].model_copy(update={"model": value})
+        return run.model_copy(update={"external": {**run.external, axis.alias: endpoint}})
+    deployment = run.deployments[axis.alias]
+    update: dict[str, Any]
+    if isinstance(axis, EngineArgAxis):
+        assert isinstance(deployment, VllmDeployment)
+        update = {"engine_args": {**deployment.engine_args, axis.arg: value}}
+    else:
+        update = {axis.axis: value}
+    return run.model_copy(update={"deployments": {**run.deployments, axis.alias: deployment.model_copy(update=update)}})
+
+
+def _apply_nodes(
+    run: RunSpec, axis: NodesAxis, nodes: int, gpus_per_node: int | None, at: str, case: tuple[int, str], state: _State
+) -> RunSpec:
+    deployment = run.deployments[axis.alias]
+    if gpus_per_node is None:
+        return run
+    if isinstance(deployment, VllmDeployment):
+        per_replica = deployment.tensor_parallel * deployment.pipeline_parallel
+    else:
+        per_replica = deployment.gpus_per_replica
+    if per_replica <= gpus_per_node:
+        replicas = nodes * (gpus_per_node // per_replica)
+    else:
+        replicas = nodes // -(-per_replica // gpus_per_node)
+    if replicas == 0:
+        state.found(
+            Problem(
+                code="axis_nodes_too_few",
+                key_path=at,
+                message=f"{nodes} node(s) of {gpus_per_node} GPUs cannot hold a replica of {axis.alias!r} "
+                f"({per_replica} GPUs)",
+                hint="use more nodes, or fewer GPUs per replica",
+                file=state.where.file,
+                line=state.where.line(at),
+            ),
+            *case,
+        )
+        return run
+    updated = deployment.model_copy(update={"replicas": replicas})
+    return run.model_copy(update={"deployments": {**run.deployments, axis.alias: updated}})
+
+
+def _records(benchmark: BenchmarkSpec, run: RunSpec) -> int:
+    policy = benchmark.records
+    if isinstance(policy, FixedRecords):
+        return policy.records
+    client = run.client
+    total = sum(
+        client.concurrency.get(alias, client.default_concurrency) for alias in [*run.deployments, *run.external]
+    )
+    return min(max(policy.per_concurrency * total, policy.min_records), policy.max_records)
+
+
+# --- where problems are reported --------------------------------------------------------------------------------------
+
+
+class _Locator:
+    """Maps problems compile finds in a child run back to the benchmark file or the base run file."""
+
+    def __init__(self, benchmark: BenchmarkSpec, source: Document | None, base_source: Document | None) -> None:
+        self.file = source.file if source is not None else "<benchmark>"
+        self.inline = benchmark.base.inline is not None
+        self.base_file = self.file if self.inline else benchmark.base.run
+        self._lines = _line_index(source)
+        self._base_lines = self._lines if self.inline else _line_index(base_source)
+
+    def child_problem(self, problem: Problem, applied: Mapping[str, str]) -> Problem:
+        if problem.file is not None:
+            return problem  # found in another file (the Data Designer config): already located
+        key_path, file, line = self._locate(problem.key_path, applied)
+        return problem.model_copy(update={"key_path": key_path, "file": file, "line": line})
+
+    def child_unresolved(self, item: Unresolved, applied: Mapping[str, str]) -> Unresolved:
+        key_path, _, _ = self._locate(item.key_path, applied)
+        return item.model_copy(update={"key_path": key_path or item.key_path})
+
+    def _locate(self, key_path: str | None, applied: Mapping[str, str]) -> tuple[str | None, str | None, int | None]:
+        if key_path is None or not is_run_key(key_path):
+            return key_path, None, None  # a profile key (or none): not in the benchmark's files
+        for run_path, axis_path in applied.items():
+            if key_path == run_path or key_path.startswith((run_path + ".", run_path + "[")):
+                return axis_path, self.file, _line(self._lines, axis_path)
+        if self.inline:
+            inline_path = f"base.inline.{key_path}"
+            return inline_path, self.file, _line(self._lines, inline_path)
+        return key_path, self.base_file, _line(self._base_lines, key_path)
+
+    def line(self, key_path: str) -> int | None:
+        return _line(self._lines, key_path)
+
+
+def is_run_key(key_path: str) -> bool:
+    """Whether a problem's key path names a key of the run file (the others name keys of the profile)."""
+    return re.split(r"[.\[]", key_path, maxsplit=1)[0] in RunSpec.model_fields
+
+
+def _line_index(document: Document | None) -> dict[str, int]:
+    if document is None:
+        return {}
+    return {format_key_path(path): line for path, line in document.lines.items()}
+
+
+def _line(lines: Mapping[str, int], key_path: str) -> int | None:
+    """The line of ``key_path``, or of its nearest ancestor that has one."""
+    path = key_path
+    while path:
+        if path in lines:
+            return lines[path]
+        cut = max(path.rfind("."), path.rfind("["))
+        if cut <= 0:
+            break
+        path = path[:cut]
+    return lines.get(path)

@@ -1,0 +1,393 @@
+"""``python -m data_designer.slurm.planner compile|expand``: plans from files, with only the planner installed.
+
+    python -m data_designer.slurm.planner compile RUN [--profile P] [--cluster C] [--gpus-per-node N]
+        [--max-array-size N] [--json] [--out DIR [--force]]
+    python -m data_designer.slurm.planner expand BENCH [same options]
+
+This is the shell around the pure planner: it reads the run (or benchmark) file, the files they
+name and the profile (``--profile``, else ``$DATA_DESIGNER_SLURM_PROFILE``), plans as a dry run
+(no Slurm, no workspace, no image registry: images named from the registry and ``gpus_per_node:
+auto`` without ``--gpus-per-node`` are reported as unresolved), and prints a summary or, with
+``--json``, the plan. ``--out DIR`` writes what ``data-designer slurm execute|benchmark run --dry-run
+--out`` writes: ``plan.json`` (canonical JSON), and while nothing is unresolved ``allocation.sbatch`` and
+``submission.json`` (the submission unit bound to a placeholder run: run id ``dry-run``, run directory
+DIR, job names ``dd-<run name>-dry-run-c<chunk>``); for a benchmark ``benchmark.json`` and those files
+per child under ``children/<index>-<child id>/`` (job names ``dd-<benchmark>-<child id>-dry-run-c<chunk>``).
+It refuses an existing non-empty DIR unless ``--force`` (files of the same names are then replaced,
+others kept).
+
+Errors: one line per problem on stderr (``error: file:line: key: message (fix: ...)``), or the error
+as one JSON object with ``--json``; the exit code is the error category's (2 invalid input, 3 not
+found, 4 conflict, 1 internal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from data_designer.slurm.contracts import (
+    PROFILE_ENV_VAR,
+    BenchmarkSpec,
+    ClusterFacts,
+    ClusterProfile,
+    ConflictError,
+    ExecutionPlan,
+    InternalError,
+    InvalidInputError,
+    NotFoundError,
+    Problem,
+    RunSpec,
+    SlurmExtensionError,
+    SubmissionBinding,
+    UnavailableError,
+    Unresolved,
+)
+from data_designer.slurm.contracts._benchmark_plan import BenchmarkPlan
+from data_designer.slurm.planner._compile import compile
+from data_designer.slurm.planner._digest import canonical_json
+from data_designer.slurm.planner._document import Document, format_key_path, parse_document
+from data_designer.slurm.planner._expand import expand, is_run_key
+from data_designer.slurm.planner._inputs import load_base_run, resolve_config
+from data_designer.slurm.planner._profile import load_profile
+from data_designer.slurm.planner._sbatch import PLAN_FILE, bind_submission
+from data_designer.slurm.planner._validation import validate_document
+
+PROG = "python -m data_designer.slurm.planner"
+SCRIPT_FILE = "allocation.sbatch"
+SUBMISSION_FILE = "submission.json"
+BENCHMARK_PLAN_FILE = "benchmark.json"
+CHILDREN_DIR = "children"
+DRY_RUN_ID = "dry-run"
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse has printed its usage error (code 2) or the help (code 0)
+        return int(exc.code or 0)
+    as_json: bool = args.json
+    try:
+        if args.command == "compile":
+            plan = _compile(args)
+            written = _write_compiled(plan, args) if args.out else []
+            out.write(plan.model_dump_json() + "\n" if as_json else _compile_summary(plan, written))
+        else:
+            bench = _expand(args)
+            written = _write_expanded(bench, args) if args.out else []
+            out.write(bench.model_dump_json() + "\n" if as_json else _expand_summary(bench, written))
+    except SlurmExtensionError as exc:
+        return _fail(exc.with_operation(f"planner.{args.command}"), as_json=as_json, debug=args.debug, err=err)
+    except Exception as exc:  # the CLI boundary: anything unexpected becomes one internal-error line
+        internal = InternalError(
+            f"internal error: {type(exc).__name__}: {exc}",
+            operation=f"planner.{args.command}",
+            hint="re-run with --debug and report the traceback",
+        )
+        internal.__cause__ = exc
+        return _fail(internal, as_json=as_json, debug=args.debug, err=err)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Plan data-designer-slurm runs and benchmarks offline.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{compile,expand}")
+    for name, target, help_text in (
+        ("compile", "RUN", "compile a run file into an execution plan"),
+        ("expand", "BENCH", "expand a benchmark file into child runs, each with its plan"),
+    ):
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("file", metavar=target, help=f"the {target.lower()} file (YAML or JSON)")
+        sub.add_argument("--profile", help=f"the profile file (default: ${PROFILE_ENV_VAR})")
+        sub.add_argument("--cluster", help="the profile's cluster (default: its default_cluster, or its only one)")
+        sub.add_argument(
+            "--gpus-per-node", type=_positive, metavar="N", help="GPUs per node, when the profile says 'auto'"
+        )
+        sub.add_argument(
+            "--max-array-size", type=_positive, metavar="N", default=1001, help="Slurm MaxArraySize (default 1001)"
+        )
+        sub.add_argument("--json", action="store_true", help="print the plan as JSON (errors as JSON on stderr)")
+        sub.add_argument("--out", metavar="DIR", help="write the plan, batch scripts and submission units here")
+        sub.add_argument("--force", action="store_true", help="write into a non-empty --out DIR")
+        sub.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
+def _fail(exc: SlurmExtensionError, *, as_json: bool, debug: bool, err: TextIO) -> int:
+    if debug:
+        traceback.print_exception(exc.__cause__ or exc, file=err)
+    if as_json:
+        err.write(exc.info.model_dump_json() + "\n")
+    else:
+        for line in exc.info.render_lines():
+            err.write(f"error: {line}\n")
+    return int(exc.exit_code)
+
+
+# --- reading ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The profile cluster and the dry-run facts a command plans against."""
+
+    name: str
+    cluster: ClusterProfile
+    facts: ClusterFacts
+
+
+def _read(path: str, *, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise NotFoundError(
+            f"{what} {path!r} does not exist", code="file_not_found", file=path, hint="check the path"
+        ) from exc
+    except IsADirectoryError as exc:
+        raise InvalidInputError(
+            f"{what} {path!r} is a directory", code="not_a_file", file=path, hint="name a file"
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{what} {path!r} is not UTF-8 text", code="not_utf8", file=path, hint="save it as UTF-8"
+        ) from exc
+    except OSError as exc:
+        raise UnavailableError(
+            f"cannot read {what} {path!r}: {exc.strerror}",
+            code="file_unreadable",
+            file=path,
+            hint="check its permissions",
+        ) from exc
+
+
+def _target(args: argparse.Namespace) -> _Target:
+    path: str | None = args.profile or os.environ.get(PROFILE_ENV_VAR) or None
+    if path is None:
+        raise InvalidInputError(
+            "no profile was given", code="profile_missing", hint=f"pass --profile FILE or set ${PROFILE_ENV_VAR}"
+        )
+    profile = load_profile(_read(path, what="profile"), file=path)
+    name = profile.resolve_cluster_name(args.cluster)
+    if name is None:
+        names = ", ".join(profile.cluster_names())
+        if args.cluster is not None:
+            raise NotFoundError(
+                f"cluster {args.cluster!r} is not in the profile",
+                code="cluster_not_found",
+                file=path,
+                key_path="clusters",
+                hint=f"use --cluster with one of: {names}",
+            )
+        raise InvalidInputError(
+            "the profile has several clusters and no default_cluster",
+            code="cluster_ambiguous",
+            file=path,
+            key_path="default_cluster",
+            hint=f"pass --cluster NAME (one of: {names}) or set default_cluster",
+        )
+    facts = ClusterFacts(gpus_per_node=args.gpus_per_node, max_array_size=args.max_array_size)
+    return _Target(name=name, cluster=profile.clusters[name], facts=facts)
+
+
+def _load_run(path: str) -> tuple[RunSpec, Document]:
+    document = parse_document(_read(path, what="run file"), file=path)
+    return validate_document(RunSpec, document, operation="run.load"), document
+
+
+def _config(run: RunSpec) -> Document:
+    path = run.data_designer.config
+    return resolve_config(run, None if path is None else _read(path, what="Data Designer config"))
+
+
+def _compile(args: argparse.Namespace) -> ExecutionPlan:
+    target = _target(args)
+    run, document = _load_run(args.file)
+    config = _config(run)
+    try:
+        return compile(run, target.cluster, cluster=target.name, config=config, facts=target.facts, images=None)
+    except InvalidInputError as exc:
+        if not exc.problems:
+            raise
+        located = [_locate(problem, document) for problem in exc.problems]
+        raise InvalidInputError.from_problems(located, operation="plan.compile", file=document.file) from exc
+
+
+def _expand(args: argparse.Namespace) -> BenchmarkPlan:
+    target = _target(args)
+    source = parse_document(_read(args.file, what="benchmark file"), file=args.file)
+    benchmark = validate_document(BenchmarkSpec, source, operation="benchmark.load")
+    base_source: Document | None = None
+    if benchmark.base.run is not None:
+        base, base_source = _load_run(benchmark.base.run)
+    else:
+        base = load_base_run(benchmark, file=args.file)
+    return expand(
+        benchmark,
+        target.cluster,
+        cluster=target.name,
+        base=base,
+        config=_config(base),
+        facts=target.facts,
+        images=None,
+        source=source,
+        base_source=base_source,
+    )
+
+
+def _locate(problem: Problem, document: Document) -> Problem:
+    """A problem compile found in the run (no file yet): in the run file, at the line of its key.
+
+    Problems in another file (the Data Designer config) or at a profile key keep where they are."""
+    if problem.file is not None or (problem.key_path is not None and not is_run_key(problem.key_path)):
+        return problem
+    lines = {format_key_path(path): line for path, line in document.lines.items()}
+    line: int | None = None
+    path = problem.key_path or ""
+    while path and line is None:
+        line = lines.get(path)
+        cut = max(path.rfind("."), path.rfind("["))
+        path = path[:cut] if cut > 0 else ""
+    return problem.model_copy(update={"file": document.file, "line": line})
+
+
+# --- writing ----------------------------------------------------------------------------------------------------------
+
+
+def _prepare_out(directory: str, *, force: bool) -> Path:
+    out = Path(directory).absolute()
+    if out.exists() and not out.is_dir():
+        raise ConflictError(
+            f"--out {directory!r} exists and is not a directory", code="out_not_a_directory", hint="name a directory"
+        )
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ConflictError(
+            f"--out {directory!r} is not empty",
+            code="out_not_empty",
+            hint="name an empty or new directory, or pass --force to replace the files written there",
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _write(path: Path, data: bytes) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
+
+
+def _write_plan(plan: ExecutionPlan, directory: Path, *, job_name_prefix: str) -> list[Path]:
+    """plan.json, and while nothing is unresolved the batch script and the submission unit bound to a dry run."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = [directory / PLAN_FILE]
+    _write(written[0], canonical_json(plan))
+    if plan.submission.script is not None and not plan.unresolved:
+        binding = SubmissionBinding(run_id=DRY_RUN_ID, run_dir=str(directory), job_name_prefix=job_name_prefix)
+        unit = bind_submission(plan, binding)
+        written.append(directory / SCRIPT_FILE)
+        _write(written[-1], unit.script.encode("utf-8"))
+        written.append(directory / SUBMISSION_FILE)
+        _write(written[-1], canonical_json(unit))
+    return written
+
+
+def _write_compiled(plan: ExecutionPlan, args: argparse.Namespace) -> list[Path]:
+    out = _prepare_out(args.out, force=args.force)
+    return _write_plan(plan, out, job_name_prefix=f"dd-{plan.run.name}-{DRY_RUN_ID}")
+
+
+def _write_expanded(bench: BenchmarkPlan, args: argparse.Namespace) -> list[Path]:
+    out = _prepare_out(args.out, force=args.force)
+    written = [out / BENCHMARK_PLAN_FILE]
+    _write(written[0], canonical_json(bench))
+    width = len(str(len(bench.children)))
+    for child in bench.children:
+        directory = out / CHILDREN_DIR / f"{child.index:0{width}d}-{child.child_id}"
+        prefix = f"dd-{bench.benchmark.name}-{child.child_id}-{DRY_RUN_ID}"
+        written.extend(_write_plan(child.plan, directory, job_name_prefix=prefix))
+    return written
+
+
+# --- summaries --------------------------------------------------------------------------------------------------------
+
+
+def _hours(value: float | None) -> str:
+    return "unknown until resolved" if value is None else f"{value:g}"
+
+
+def _unresolved_lines(items: Sequence[Unresolved]) -> list[str]:
+    return [f"  - {item.what} at {item.key_path}: {item.detail} (fix: {item.hint})" for item in items]
+
+
+def _written_lines(written: Sequence[Path]) -> list[str]:
+    if not written:
+        return []
+    root = os.path.commonpath([str(p) for p in written]) if len(written) > 1 else str(written[0].parent)
+    return [f"wrote {len(written)} file(s) under {root}"]
+
+
+def _compile_summary(plan: ExecutionPlan, written: Sequence[Path]) -> str:
+    allocation = plan.allocation
+    nodes = "unknown" if allocation.nodes is None else str(allocation.nodes)
+    records = sum(shard.records for shard in plan.shards)
+    lines = [
+        f"plan {plan.digest}",
+        f"run {plan.run.name!r} on cluster {plan.cluster!r}",
+        f"shards: {len(plan.shards)} ({records} records), array chunks: {len(plan.submission.chunks)}",
+        f"allocation per shard: {nodes} node(s), {allocation.gpus} GPU(s), {len(allocation.replicas)} replica(s), "
+        f"time limit {allocation.time_limit}, partition {allocation.partition}"
+        + (", exclusive" if allocation.exclusive else ""),
+        f"upper-bound GPU-hours: {_hours(plan.gpu_hours_upper_bound)}",
+    ]
+    if plan.unresolved:
+        lines.append("unresolved (blocks submission):")
+        lines.extend(_unresolved_lines(plan.unresolved))
+    for warning in plan.warnings:
+        where = f"{warning.key_path}: " if warning.key_path else ""
+        lines.append(f"warning: {where}{warning.message}")
+    lines.extend(_written_lines(written))
+    return "\n".join(lines) + "\n"
+
+
+def _expand_summary(bench: BenchmarkPlan, written: Sequence[Path]) -> str:
+    spec = bench.benchmark
+    cases = len(bench.children) // spec.repeats
+    lines = [
+        f"benchmark {spec.name!r}: {len(bench.children)} children ({cases} case(s) x {spec.repeats} repeat(s))",
+        f"digest {bench.digest}",
+        f"exclusive: {'yes' if bench.exclusive else 'no'}, at most {bench.max_concurrent_children} at once",
+        f"upper-bound GPU-hours: {_hours(bench.gpu_hours_upper_bound)}",
+    ]
+    if bench.unresolved:
+        lines.append("unresolved (blocks submission):")
+        lines.extend(_unresolved_lines(bench.unresolved))
+    lines.append("children:")
+    for child in bench.children:
+        nodes = child.plan.allocation.nodes
+        case = ", ".join(f"{label}={value!r}" for label, value in child.case) or "(base run)"
+        lines.append(
+            f"  {child.index:>4}  {child.child_id}  repeat {child.repeat}  {child.records} records  "
+            f"{'?' if nodes is None else nodes} node(s)  {child.plan.allocation.gpus} GPU(s)  "
+            f"plan {child.plan_digest[:16]}  {case}"
+        )
+    lines.extend(_written_lines(written))
+    return "\n".join(lines) + "\n"
