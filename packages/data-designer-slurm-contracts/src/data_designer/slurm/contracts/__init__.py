@@ -88,6 +88,14 @@ from data_designer.slurm.contracts._profile import (
     Profile,
 )
 from data_designer.slurm.contracts._profile_results import ClusterSummary, ProfileInitResult, ProfileValidation
+from data_designer.slurm.contracts._records import (
+    CLAIM_SCHEMA_NAME,
+    CLAIM_SCHEMA_VERSION,
+    RECORD_SCHEMA_NAME_PATTERN,
+    ClaimOwner,
+    RecordEnvelope,
+    RecordSchemaName,
+)
 from data_designer.slurm.contracts._run import (
     COMMAND_PLACEHOLDERS,
     RUN_SCHEMA_VERSION,
@@ -133,6 +141,8 @@ from data_designer.slurm.contracts._version import __version__
 __all__ = [
     "BENCHMARK_PLAN_SCHEMA_VERSION",
     "BENCHMARK_SCHEMA_VERSION",
+    "CLAIM_SCHEMA_NAME",
+    "CLAIM_SCHEMA_VERSION",
     "COMMAND_PLACEHOLDERS",
     "ENV_VAR_NAME_PATTERN",
     "EXIT_CODE_BY_CATEGORY",
@@ -141,6 +151,7 @@ __all__ = [
     "PROBE_CHECK_NAMES",
     "PROFILE_ENV_VAR",
     "PROFILE_SCHEMA_VERSION",
+    "RECORD_SCHEMA_NAME_PATTERN",
     "RESERVED_SBATCH_OPTIONS",
     "RUN_SCHEMA_VERSION",
     "TERMINAL_TASK_STATES",
@@ -156,6 +167,7 @@ __all__ = [
     "CaseValue",
     "CheckFailedError",
     "ChunkLayout",
+    "ClaimOwner",
     "ClientPlan",
     "ClientSettings",
     "ClusterFacts",
@@ -210,7 +222,9 @@ __all__ = [
     "Profile",
     "ProfileInitResult",
     "ProfileValidation",
+    "RecordEnvelope",
     "RecordPolicy",
+    "RecordSchemaName",
     "ReplicaPlan",
     "ReplicasAxis",
     "RunSpec",

@@ -1,0 +1,273 @@
+"""Run ids and the run-directory layout: pure path arithmetic, no I/O (see ``architecture/run-directory.md``).
+
+A run id is ``<run name>-<YYYYMMDDTHHMMSSZ>-<6 lowercase hex>``; the name follows the contracts'
+``Name`` rule (lowercase letters, digits, ``.``, ``_``, ``-``), so a run id is always one safe path
+component. Every name that comes from outside (input file names, log step names) is checked to be
+one plain component: no ``/``, no ``..``, no NUL or control character, no leading ``.`` (hidden names
+are reserved for writers' temporary files). Numbers are zero-padded to a minimum width and parsed
+back only in that canonical spelling.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from data_designer.slurm.contracts import InvalidInputError, find_control_character
+from data_designer.slurm.runtime._records import Clock, system_clock
+
+RUNS_DIR = "runs"
+RUN_RECORD = "run.json"
+INPUTS_DIR = "inputs"
+MANIFEST = "manifest.json"
+PLAN_RECORD = "plan.json"
+SUBMISSIONS_DIR = "submissions"
+SHARDS_DIR = "shards"
+ATTEMPTS_DIR = "attempts"
+CLAIM_FILE = "claim"
+ATTEMPT_RECORD = "attempt.json"
+HEARTBEAT_RECORD = "heartbeat.json"
+PROGRESS_RECORD = "progress.json"
+LOGS_DIR = "logs"
+OUTPUT_DIR = "output"
+STATUS_RECORD = "status.json"
+MERGE_DIR = "merge"
+BENCHMARK_RECORD = "benchmark.json"
+
+SHARD_WIDTH = 5
+ATTEMPT_WIDTH = 4
+PART_WIDTH = 5
+RUN_ID_SUFFIX_HEX = 6
+
+RUN_ID_PATTERN = (
+    r"^(?P<name>[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?)-(?P<stamp>[0-9]{8}T[0-9]{6}Z)-(?P<suffix>[0-9a-f]{6})$"
+)
+_RUN_ID = re.compile(RUN_ID_PATTERN)
+_STAMP = "%Y%m%dT%H%M%SZ"
+_MAX_COMPONENT_BYTES = 255
+
+
+@dataclass(frozen=True, order=True)
+class RunId:
+    """A validated run id: run name, creation time (UTC, whole seconds) and a random suffix."""
+
+    name: str
+    created: datetime
+    suffix: str
+
+    def __post_init__(self) -> None:
+        if self.created.tzinfo is None or self.created.utcoffset() is None:
+            raise InvalidInputError(f"run id time {self.created!r} is naive", code="invalid_run_id")
+        text = f"{self.name}-{self.created.astimezone(UTC).strftime(_STAMP)}-{self.suffix}"
+        if not _RUN_ID.fullmatch(text) or self.created.microsecond:
+            raise _invalid_run_id(text)
+
+    def __str__(self) -> str:
+        return f"{self.name}-{self.created.astimezone(UTC).strftime(_STAMP)}-{self.suffix}"
+
+    @classmethod
+    def parse(cls, text: str) -> RunId:
+        """Parse a run id; raises InvalidInputError (``invalid_run_id``) for anything else."""
+        match = _RUN_ID.fullmatch(text) if isinstance(text, str) else None
+        if match is None:
+            raise _invalid_run_id(text)
+        try:
+            created = datetime.strptime(match.group("stamp"), _STAMP).replace(tzinfo=UTC)
+        except ValueError as exc:
+            raise _invalid_run_id(text) from exc
+        return cls(match.group("name"), created, match.group("suffix"))
+
+
+RunIdFactory = Callable[[str], RunId]
+"""Makes a fresh run id for a run name; injected into services so ids are deterministic in tests."""
+
+
+def run_id_factory(clock: Clock = system_clock, token: Callable[[], str] | None = None) -> RunIdFactory:
+    """A factory stamping ids with ``clock`` (truncated to seconds) and ``token`` (default: 3 random bytes)."""
+
+    def make(name: str) -> RunId:
+        suffix = token() if token is not None else secrets.token_hex(RUN_ID_SUFFIX_HEX // 2)
+        return RunId(name, clock().astimezone(UTC).replace(microsecond=0), suffix)
+
+    return make
+
+
+def format_shard(shard: int) -> str:
+    return f"{_index(shard, 'shard', minimum=0):0{SHARD_WIDTH}d}"
+
+
+def format_attempt(attempt: int) -> str:
+    return f"{_index(attempt, 'attempt', minimum=1):0{ATTEMPT_WIDTH}d}"
+
+
+def parse_shard(name: str) -> int | None:
+    """The shard number of a directory name in canonical spelling, else None (strays are ignored)."""
+    return _parse_number(name, SHARD_WIDTH, minimum=0)
+
+
+def parse_attempt(name: str) -> int | None:
+    """The attempt number of a directory name in canonical spelling, else None (strays are ignored)."""
+    return _parse_number(name, ATTEMPT_WIDTH, minimum=1)
+
+
+def check_component(name: str, what: str) -> str:
+    """``name`` if it is one plain, visible path component; raises InvalidInputError otherwise."""
+    problem = None
+    if not isinstance(name, str) or not name:
+        problem = "is empty"
+    elif name in (".", "..") or "/" in name or "\\" in name:
+        problem = "is not a single path component"
+    elif find_control_character(name) is not None:
+        problem = "contains a NUL or control character"
+    elif name.startswith("."):
+        problem = "starts with '.' (reserved for temporary files)"
+    elif len(name.encode("utf-8", "surrogatepass")) > _MAX_COMPONENT_BYTES:
+        problem = f"is longer than {_MAX_COMPONENT_BYTES} bytes"
+    if problem is not None:
+        raise InvalidInputError(
+            f"{what} {name!r} {problem}",
+            code="invalid_path_component",
+            key_path=what,
+            hint="use a plain file name: no '/', '..', leading '.', NUL or control characters",
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Where every file of one run lives under ``<root>/runs/<run id>/`` (pure path arithmetic)."""
+
+    root: Path
+    run_id: RunId
+
+    def __post_init__(self) -> None:
+        text = str(self.root)
+        # '%' and '\\' would be read as file-name patterns by sbatch --output (planner bind_submission).
+        if not self.root.is_absolute() or find_control_character(text) is not None or "%" in text or "\\" in text:
+            raise InvalidInputError(
+                f"workspace root {text!r} must be an absolute path without '%', backslashes or control characters",
+                code="invalid_workspace",
+                hint="use the profile's absolute workspace path on the shared filesystem",
+            )
+
+    @classmethod
+    def of(cls, root: Path | str, run_id: RunId | str) -> RunLayout:
+        return cls(Path(root), run_id if isinstance(run_id, RunId) else RunId.parse(run_id))
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / RUNS_DIR / str(self.run_id)
+
+    @property
+    def run_record(self) -> Path:
+        return self.run_dir / RUN_RECORD
+
+    @property
+    def inputs_dir(self) -> Path:
+        return self.run_dir / INPUTS_DIR
+
+    def input_file(self, *parts: str) -> Path:
+        """A snapshotted input under ``inputs/`` (nested names allowed, each one plain component)."""
+        if not parts:
+            raise InvalidInputError("an input file needs a name", code="invalid_path_component", key_path="input")
+        return self.inputs_dir.joinpath(*(check_component(part, "input") for part in parts))
+
+    @property
+    def inputs_manifest(self) -> Path:
+        return self.inputs_dir / MANIFEST
+
+    @property
+    def plan_record(self) -> Path:
+        return self.run_dir / PLAN_RECORD
+
+    @property
+    def submissions_dir(self) -> Path:
+        return self.run_dir / SUBMISSIONS_DIR
+
+    def submission_record(self, sequence: int) -> Path:
+        return self.submissions_dir / f"{_index(sequence, 'sequence', minimum=1):04d}.json"
+
+    @property
+    def shards_dir(self) -> Path:
+        return self.run_dir / SHARDS_DIR
+
+    def shard_dir(self, shard: int) -> Path:
+        return self.shards_dir / format_shard(shard)
+
+    def attempts_dir(self, shard: int) -> Path:
+        return self.shard_dir(shard) / ATTEMPTS_DIR
+
+    def attempt_dir(self, shard: int, attempt: int) -> Path:
+        return self.attempts_dir(shard) / format_attempt(attempt)
+
+    def claim(self, shard: int, attempt: int) -> Path:
+        return self.attempt_dir(shard, attempt) / CLAIM_FILE
+
+    def attempt_record(self, shard: int, attempt: int) -> Path:
+        return self.attempt_dir(shard, attempt) / ATTEMPT_RECORD
+
+    def heartbeat(self, shard: int, attempt: int) -> Path:
+        return self.attempt_dir(shard, attempt) / HEARTBEAT_RECORD
+
+    def progress(self, shard: int, attempt: int) -> Path:
+        return self.attempt_dir(shard, attempt) / PROGRESS_RECORD
+
+    def logs_dir(self, shard: int, attempt: int) -> Path:
+        return self.attempt_dir(shard, attempt) / LOGS_DIR
+
+    def log_file(self, shard: int, attempt: int, step: str) -> Path:
+        """The log of one step (``supervisor``, ``server-<alias>-<replica>``, ``client``...)."""
+        return self.logs_dir(shard, attempt) / f"{check_component(step, 'log step')}.log"
+
+    def output_dir(self, shard: int, attempt: int) -> Path:
+        return self.attempt_dir(shard, attempt) / OUTPUT_DIR
+
+    def output_part(self, shard: int, attempt: int, part: int) -> Path:
+        return self.output_dir(shard, attempt) / f"part-{_index(part, 'part', minimum=0):0{PART_WIDTH}d}.parquet"
+
+    def output_manifest(self, shard: int, attempt: int) -> Path:
+        return self.output_dir(shard, attempt) / MANIFEST
+
+    def status(self, shard: int, attempt: int) -> Path:
+        return self.attempt_dir(shard, attempt) / STATUS_RECORD
+
+    @property
+    def merge_dir(self) -> Path:
+        return self.run_dir / MERGE_DIR
+
+    @property
+    def benchmark_record(self) -> Path:
+        return self.run_dir / BENCHMARK_RECORD
+
+
+def _index(value: int, what: str, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(
+            f"{what} number {value!r} is invalid",
+            code="invalid_index",
+            key_path=what,
+            hint=f"use an integer >= {minimum}",
+        )
+    return value
+
+
+def _parse_number(name: str, width: int, *, minimum: int) -> int | None:
+    if not name.isascii() or not name.isdigit():
+        return None
+    number = int(name)
+    if number < minimum or f"{number:0{width}d}" != name:
+        return None
+    return number
+
+
+def _invalid_run_id(text: object) -> InvalidInputError:
+    return InvalidInputError(
+        f"{text!r} is not a run id",
+        code="invalid_run_id",
+        key_path="run_id",
+        hint="a run id looks like '<run name>-20260101T120000Z-0a1b2c'",
+    )
