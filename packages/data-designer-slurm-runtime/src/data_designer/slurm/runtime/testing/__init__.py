@@ -4,14 +4,32 @@
 Slurm CLIs' outputs, so :class:`~data_designer.slurm.runtime.SlurmScheduler` and its parsers run
 unchanged against it. The conformance suite that runs against both the fake and a real cluster
 lives in :mod:`data_designer.slurm.runtime.testing.conformance` (it needs pytest).
+
+:class:`StubModelServer` and ``python -m data_designer.slurm.runtime.testing.test_server`` are the
+in-tree OpenAI-compatible test server (real HTTP) that tests and the demo serve models with.
 """
 
 from data_designer.slurm.runtime.testing._fake_slurm import FailureMode, FakeSlurm
 from data_designer.slurm.runtime.testing._fake_state import Behaviour, FakeCluster
 from data_designer.slurm.runtime.testing._harness import ClusterHarness, FakeHarness
 from data_designer.slurm.runtime.testing._runners import CountingRunner, OutageRunner, ReplyLosingRunner
+from data_designer.slurm.runtime.testing._test_server import (
+    EXIT_BAD_ARGUMENTS,
+    EXIT_BIND_FAILED,
+    EXIT_CRASH_AT_START,
+    EXIT_CRASHED,
+    StubModelServer,
+    StubServerConfig,
+    instance_for_schema,
+    request_digest,
+    stub_server_argv,
+)
 
 __all__ = [
+    "EXIT_BAD_ARGUMENTS",
+    "EXIT_BIND_FAILED",
+    "EXIT_CRASHED",
+    "EXIT_CRASH_AT_START",
     "Behaviour",
     "ClusterHarness",
     "CountingRunner",
@@ -21,4 +39,9 @@ __all__ = [
     "FakeSlurm",
     "OutageRunner",
     "ReplyLosingRunner",
+    "StubModelServer",
+    "StubServerConfig",
+    "instance_for_schema",
+    "request_digest",
+    "stub_server_argv",
 ]
