@@ -12,8 +12,11 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, ConfigDict, StringConstraints
 from pydantic_core import PydanticCustomError
 
-FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
-"""Model configuration for every contract: immutable, no unknown keys, no coercion, no NaN/Inf."""
+FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False, defer_build=True)
+"""Model configuration for every contract: immutable, no unknown keys, no coercion, no NaN/Inf.
+
+Schemas build on first use (``defer_build``): importing the contracts stays cheap for CLIs, servers and the
+supervisor, which use only a few models per process."""
 
 ENV_VAR_NAME_PATTERN = r"^[A-Z_][A-Z0-9_]*$"
 _ENV_VAR_NAME = re.compile(ENV_VAR_NAME_PATTERN)
