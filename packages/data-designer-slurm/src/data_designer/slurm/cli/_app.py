@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from data_designer.slurm.cli._benchmark_commands import benchmark_app
+from data_designer.slurm.cli._execute_commands import execute
 from data_designer.slurm.cli._profile_commands import profile_app
 
 app = typer.Typer(
@@ -15,3 +17,5 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(profile_app, name="profile")
+app.command("execute")(execute)
+app.add_typer(benchmark_app, name="benchmark")

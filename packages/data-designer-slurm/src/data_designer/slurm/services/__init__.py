@@ -2,6 +2,7 @@
 
 from data_designer.slurm.contracts import ProbeFailedError
 from data_designer.slurm.planner import ProfileTemplate
+from data_designer.slurm.services._plans import plan_benchmark, plan_run
 from data_designer.slurm.services._profile import (
     default_profile_path,
     init_profile,
@@ -17,7 +18,14 @@ __all__ = [
     "default_profile_path",
     "init_profile",
     "load_profile_file",
+    "plan_benchmark",
+    "plan_run",
     "resolve_profile_path",
     "select_cluster",
     "validate_profile",
 ]
+
+# Execute (issue 5).
+from data_designer.slurm.services._execute import execute_run
+
+__all__ += ["execute_run"]

@@ -1,0 +1,503 @@
+"""``execute``: create a run directory, snapshot the inputs, persist the plan and records, submit, return at once.
+
+A new run: the run file and its Data Designer config are read once (their bytes are both compiled
+and snapshotted, so what runs is what was compiled), cluster facts are asked from Slurm (GPUs per
+node when the profile says ``auto``, ``MaxArraySize``), the plan is compiled and refused while
+anything is unresolved, the submission unit is bound (before anything is written, so a bad
+workspace path writes nothing), then the run directory is created exclusively and filled in this
+order: ``inputs/`` with ``inputs/manifest.json``, ``plan.json``, ``run.json``, and after submitting
+``submissions/NNNN.json``. Every file is write-once.
+
+Resuming (``run_id``): the run record and plan of an existing run are read back (never the run file
+again: users edit files after submitting) and the recorded unit is submitted again. The scheduler
+adapter finds chunks already accepted by job name and submits only the missing ones, so repeating
+``execute`` for one run never duplicates its jobs.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from data_designer.slurm.contracts import (
+    ClusterFacts,
+    ClusterProfile,
+    ConflictError,
+    ExecutionPlan,
+    InternalError,
+    InvalidInputError,
+    NotFoundError,
+    Problem,
+    RunSpec,
+    SlurmExtensionError,
+    SubmissionBinding,
+    SubmissionResult,
+    SubmissionUnit,
+    UnavailableError,
+)
+from data_designer.slurm.contracts._execution import (
+    INPUTS_MANIFEST_SCHEMA,
+    RUN_RECORD_SCHEMA,
+    SUBMISSION_RECORD_SCHEMA,
+    ExecuteResult,
+    InputFile,
+    InputRole,
+    InputsManifest,
+    RunRecord,
+    SeedRewrite,
+    SubmissionRecord,
+    SubmittedJob,
+)
+from data_designer.slurm.planner import (
+    bind_submission,
+    canonical_json,
+    compile,
+    config_path,
+    load_run,
+    plan_digest,
+    read_dd_config,
+    resolve_config,
+)
+from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner, gpus_in_gres
+from data_designer.slurm.runtime._records import (
+    Clock,
+    RecordConflict,
+    RecordOk,
+    RecordSchema,
+    append_record,
+    publish_bytes_once,
+    read_record,
+    system_clock,
+    write_record_once,
+)
+from data_designer.slurm.runtime._run_layout import RunId, RunIdFactory, RunLayout, run_id_factory
+from data_designer.slurm.services._plans import (
+    DEFAULT_MAX_ARRAY_SIZE,
+    Source,
+    locate,
+    profile_source_of,
+    read_input,
+    read_named,
+)
+from data_designer.slurm.services._profile import load_profile_file, select_cluster
+
+RUN_SCHEMA = RecordSchema(*RUN_RECORD_SCHEMA, RunRecord)
+INPUTS_SCHEMA = RecordSchema(*INPUTS_MANIFEST_SCHEMA, InputsManifest)
+SUBMISSION_SCHEMA = RecordSchema(*SUBMISSION_RECORD_SCHEMA, SubmissionRecord)
+JOB_NAME_PREFIX = "dd-"
+"""Job names are ``dd-<run id>-c<chunk>``: unique per run, so Slurm is asked for them by name on resubmission."""
+SINCE_SLACK = timedelta(minutes=10)
+"""How far before the run's creation ``sacct -S`` looks for its jobs (clock skew between login node and Slurm)."""
+_SEED_TYPES_WITH_FILES = frozenset({"local", "directory", "file_contents"})
+_GLOB_CHARS = frozenset("*?[")
+_OPERATION = "execute"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def execute_run(
+    run_file: str | Path,
+    *,
+    profile: str | Path | None = None,
+    cluster: str | None = None,
+    run_id: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    runner: CommandRunner | None = None,
+    clock: Clock = system_clock,
+    id_factory: RunIdFactory | None = None,
+) -> ExecuteResult:
+    """Submit ``run_file`` on the selected profile cluster, or (``run_id``) submit an existing run's missing chunks.
+
+    ``runner`` reaches Slurm (default: the Slurm commands on PATH in ``environ``); ``clock`` stamps
+    records; ``id_factory`` makes the run id (default: the run name, ``clock``'s time and a random
+    suffix). Errors: unresolved plan or invalid input exit 2, a missing file or run exit 3, an
+    existing run directory exit 4, Slurm unreachable exit 5 (the run directory then keeps what was
+    written, and the error names the ``--run-id`` that resumes it).
+    """
+    profile_path, loaded = load_profile_file(profile, environ=environ)
+    cluster_name, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
+    scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+    if run_id is not None:
+        return _resume(RunId.parse(run_id), cluster_profile, scheduler, clock)
+    return _create(
+        Path(run_file).expanduser().absolute(),
+        profile_path,
+        cluster_name,
+        cluster_profile,
+        scheduler,
+        clock,
+        id_factory or run_id_factory(clock),
+    )
+
+
+def _create(
+    run_path: Path,
+    profile_path: Path,
+    cluster_name: str,
+    cluster_profile: ClusterProfile,
+    scheduler: SlurmScheduler,
+    clock: Clock,
+    id_factory: RunIdFactory,
+) -> ExecuteResult:
+    run_bytes, run_text = _read(run_path, lambda: read_input(run_path, what="run file", operation=_OPERATION))
+    run = load_run(run_text, file=str(run_path))
+    run_source = Source(str(run_path), lambda: run_text)
+    config_file = config_path(run)
+    config_bytes, config_text = None, None
+    if config_file is not None:
+        named = Path(config_file)
+        config_bytes, config_text = _read(
+            named,
+            lambda: read_named(
+                config_file, run_source, ("data_designer", "config"), what="Data Designer config", operation=_OPERATION
+            ),
+        )
+    facts = resolve_facts(cluster_profile, scheduler)
+    try:
+        plan = compile(
+            run,
+            cluster_profile,
+            cluster=cluster_name,
+            config=resolve_config(run, config_text),
+            facts=facts,
+            images=None,
+        )
+    except InvalidInputError as exc:
+        profile_source = profile_source_of(profile_path, cluster_name, operation=_OPERATION)
+        located = [locate(p, run_source, profile_source) for p in exc.problems]
+        raise InvalidInputError.from_problems(located, operation="plan.compile") from exc
+    refuse_unresolved(plan)
+
+    rid = id_factory(run.name)
+    layout = RunLayout(Path(cluster_profile.workspace_root), rid)
+    binding = SubmissionBinding(run_id=str(rid), run_dir=str(layout.run_dir), job_name_prefix=f"{JOB_NAME_PREFIX}{rid}")
+    unit = bind_submission(plan, binding)
+    sources: list[tuple[InputRole, Path, bytes | None]] = [("run", run_path, run_bytes)]
+    if config_file is not None:
+        sources.append(("config", Path(config_file), config_bytes))
+    seed = _seed_files(run, config_text)
+
+    planned = _plan_snapshot(layout, sources, seed)
+    _make_run_dir(layout)
+    manifest = _snapshot(layout, planned, seed)
+    _write_once(layout.inputs_manifest, INPUTS_SCHEMA, manifest, clock)
+    if not publish_bytes_once(layout.plan_record, canonical_json(plan.model_dump(mode="json")), operation=_OPERATION):
+        raise _already(layout.plan_record)
+    record = RunRecord(
+        run_id=str(rid),
+        name=run.name,
+        created_at=rid.created,
+        run_file=str(run_path),
+        profile_file=str(profile_path),
+        cluster=cluster_name,
+        facts=facts,
+        plan_digest=plan.digest,
+        config_digest=plan.config_digest,
+        shards=len(plan.shards),
+        records=run.records,
+        binding=binding,
+        unit=unit,
+    )
+    _write_once(layout.run_record, RUN_SCHEMA, record, clock)
+    return _submit(layout, record, scheduler, clock, resumed=False)
+
+
+def _resume(rid: RunId, cluster_profile: ClusterProfile, scheduler: SlurmScheduler, clock: Clock) -> ExecuteResult:
+    layout = RunLayout(Path(cluster_profile.workspace_root), rid)
+    found = read_record(layout.run_record, RUN_SCHEMA)
+    if not isinstance(found, RecordOk):
+        if found.status == "missing":
+            raise NotFoundError(
+                f"run {str(rid)!r} has no run record at {str(layout.run_record)!r}",
+                code="run_not_found",
+                operation=_OPERATION,
+                file=str(layout.run_record),
+                hint="check --run-id and --cluster; a run whose record was never written is submitted again "
+                "by running execute without --run-id",
+            )
+        raise UnavailableError(
+            f"the run record {str(layout.run_record)!r} is {found.status.replace('_', ' ')}",
+            code="run_record_unreadable",
+            operation=_OPERATION,
+            file=str(layout.run_record),
+            hint="nothing was submitted; inspect the run directory",
+        )
+    record = found.payload
+    plan = _read_plan(layout.plan_record)
+    if plan.digest != record.plan_digest or plan_digest(plan) != plan.digest:
+        raise ConflictError(
+            f"the plan {str(layout.plan_record)!r} does not match the run record's digest {record.plan_digest}",
+            code="plan_mismatch",
+            operation=_OPERATION,
+            file=str(layout.plan_record),
+            hint="the run directory was modified; nothing was submitted",
+        )
+    return _submit(layout, record, scheduler, clock, resumed=True)
+
+
+def _submit(
+    layout: RunLayout, record: RunRecord, scheduler: SlurmScheduler, clock: Clock, *, resumed: bool
+) -> ExecuteResult:
+    try:
+        result = scheduler.submit(record.unit, since=record.created_at - SINCE_SLACK)
+    except SlurmExtensionError as exc:
+        exc.info = exc.info.model_copy(
+            update={
+                "message": f"run {record.run_id} ({layout.run_dir}): {exc.info.message}",
+                "hint": f"{exc.info.hint or 'fix the cause'}; then submit the missing chunks with "
+                f"'data-designer slurm execute RUN --run-id {record.run_id}'",
+            }
+        )
+        raise
+    jobs = _jobs(record.unit, record.binding, result)
+    appended = append_record(
+        layout.submissions_dir,
+        SUBMISSION_SCHEMA,
+        SubmissionRecord(
+            submitted_at=clock(),
+            jobs=jobs,
+            submitted=result.submitted,
+            recovered=result.recovered,
+            sbatch_calls=result.sbatch_calls,
+        ),
+        clock=clock,
+        operation=_OPERATION,
+    )
+    return ExecuteResult(
+        run_id=record.run_id,
+        run_dir=str(layout.run_dir),
+        name=record.name,
+        cluster=record.cluster,
+        plan_digest=record.plan_digest,
+        records=record.records,
+        shards=record.shards,
+        jobs=jobs,
+        submitted=result.submitted,
+        recovered=result.recovered,
+        resumed=resumed,
+        submission_record=str(appended.path),
+    )
+
+
+def _jobs(unit: SubmissionUnit, binding: SubmissionBinding, result: SubmissionResult) -> tuple[SubmittedJob, ...]:
+    by_name = {c.job_name: c for c in result.chunks}
+    jobs = []
+    for chunk in unit.chunks:
+        submitted = by_name.get(chunk.job_name)
+        if submitted is None:
+            raise InternalError(f"the scheduler returned no job for {chunk.job_name!r}", code="chunk_not_submitted")
+        number = chunk.job_name.removeprefix(f"{binding.job_name_prefix}-c")
+        jobs.append(
+            SubmittedJob(
+                chunk=int(number),
+                job_name=chunk.job_name,
+                job_id=submitted.job_id,
+                array_spec=chunk.array_spec,
+                recovered=submitted.recovered,
+            )
+        )
+    return tuple(jobs)
+
+
+def resolve_facts(profile: ClusterProfile, scheduler: SlurmScheduler) -> ClusterFacts:
+    """GPUs per node (the profile's number, or for ``auto`` the GRES of the GPU partition) and MaxArraySize."""
+    gpus = profile.gpus_per_node if isinstance(profile.gpus_per_node, int) else _gpus_of_partition(profile, scheduler)
+    raw = scheduler.cluster_config().get("MaxArraySize", "").strip()
+    max_array_size = int(raw) if raw.isascii() and raw.isdigit() and int(raw) > 0 else DEFAULT_MAX_ARRAY_SIZE
+    return ClusterFacts(gpus_per_node=gpus, max_array_size=max_array_size)
+
+
+def _gpus_of_partition(profile: ClusterProfile, scheduler: SlurmScheduler) -> int:
+    partition = profile.partitions.gpu
+    counts: set[int] = set()
+    try:
+        for row in scheduler.partitions():
+            if row.name == partition:
+                counts.add(gpus_in_gres(row.gres))
+    except ValueError as exc:
+        counts.clear()
+        detail = f"cannot read the GRES of partition {partition!r}: {exc}"
+    else:
+        detail = f"partition {partition!r} " + (
+            "is not in sinfo" if not counts else f"has nodes with {', '.join(map(str, sorted(counts)))} GPUs"
+        )
+    if len(counts) == 1 and min(counts) > 0:
+        return counts.pop()
+    raise InvalidInputError(
+        f"gpus_per_node is 'auto' and cannot be resolved: {detail}",
+        code="unresolved",
+        operation="execute.facts",
+        key_path="gpus_per_node",
+        hint="set gpus_per_node to a number, or use a GPU partition whose nodes all have the same GPU GRES",
+    )
+
+
+def refuse_unresolved(plan: ExecutionPlan) -> None:
+    """Exit 2 naming every unresolved entry: a plan is only submitted when complete."""
+    if plan.unresolved:
+        problems = [
+            Problem(code="unresolved", message=f"{u.what} is unresolved: {u.detail}", key_path=u.key_path, hint=u.hint)
+            for u in plan.unresolved
+        ]
+        raise InvalidInputError.from_problems(problems, operation="execute.plan")
+
+
+def _read(path: Path, explain: Callable[[], str]) -> tuple[bytes, str]:
+    """The bytes and text of ``path``, read once; on failure ``explain`` reads again to raise the located error."""
+    try:
+        data = path.read_bytes()
+        return data, data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        explain()
+        raise UnavailableError(  # the second read succeeded: the file changed while being read
+            f"{str(path)!r} could not be read consistently: {exc}",
+            code="filesystem_unavailable",
+            operation=_OPERATION,
+            file=str(path),
+        ) from exc
+
+
+def _seed_files(run: RunSpec, config_text: str | None) -> tuple[SeedRewrite, list[tuple[Path, str]]] | None:
+    """The seed dataset's files (absolute path, snapshot path under ``inputs/seed``) and its rewrite, if local."""
+    seed = read_dd_config(resolve_config(run, config_text), operation=_OPERATION).seed_dataset
+    if seed is None or seed.path is None or seed.seed_type not in _SEED_TYPES_WITH_FILES:
+        return None
+    key_path = f"{seed.key_path}.source.path"
+    original = Path(seed.path).expanduser().absolute()
+    parts = original.parts
+    magic = next((i for i, part in enumerate(parts) if _GLOB_CHARS & set(part)), None)
+    tail: tuple[str, ...] = ()
+    if magic is None:
+        root = original
+        matches = sorted(p for p in original.rglob("*") if p.is_file()) if original.is_dir() else [original]
+    else:
+        root, tail = Path(*parts[:magic]), parts[magic:]
+        matches = sorted(Path(p) for p in glob.glob(str(original), recursive=True) if os.path.isfile(p))
+    matches = [
+        p for p in matches if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    ]
+    if not matches:
+        raise NotFoundError(
+            f"the seed dataset {seed.path!r} names no files",
+            code="file_not_found",
+            operation=_OPERATION,
+            file=str(original),
+            key_path=key_path,
+            line=seed.line,
+            hint="fix seed_config.source.path: the run's inputs are snapshotted when it is submitted",
+        )
+    base = ("inputs", "seed", root.name or "root")
+    files = [(p, "/".join((*base, *p.relative_to(root).parts)) if p != root else "/".join(base)) for p in matches]
+    rewrite = SeedRewrite(key_path=key_path, original=seed.path, snapshot="/".join((*base, *tail)))
+    return rewrite, files
+
+
+def _make_run_dir(layout: RunLayout) -> None:
+    try:
+        layout.run_dir.parent.mkdir(parents=True, exist_ok=True)
+        layout.run_dir.mkdir()
+    except FileExistsError as exc:
+        raise ConflictError(
+            f"run directory {str(layout.run_dir)!r} already exists",
+            code="run_exists",
+            operation=_OPERATION,
+            file=str(layout.run_dir),
+            hint="run ids are unique; to submit that run's missing chunks pass --run-id",
+        ) from exc
+    except OSError as exc:
+        raise UnavailableError(
+            f"cannot create the run directory {str(layout.run_dir)!r}: {exc.strerror}",
+            code="filesystem_unavailable",
+            operation=_OPERATION,
+            file=str(layout.run_dir),
+            hint="check the profile's workspace_root: it must be writable and shared with the compute nodes",
+        ) from exc
+
+
+_Planned = tuple[InputRole, Path, str, Path, bytes | None]
+"""An input to copy: role, source, path relative to the run directory, target, bytes already read (or None)."""
+
+
+def _plan_snapshot(
+    layout: RunLayout,
+    sources: list[tuple[InputRole, Path, bytes | None]],
+    seed: tuple[SeedRewrite, list[tuple[Path, str]]] | None,
+) -> list[_Planned]:
+    """Where every input goes under ``inputs/`` (names checked before anything is written)."""
+    relative = [(role, path, f"inputs/{role}/{path.name.lstrip('.') or role}", data) for role, path, data in sources]
+    if seed is not None:
+        relative += [("seed", path, rel, None) for path, rel in seed[1]]
+    return [(role, path, rel, layout.input_file(*rel.split("/")[1:]), data) for role, path, rel, data in relative]
+
+
+def _snapshot(
+    layout: RunLayout, planned: list[_Planned], seed: tuple[SeedRewrite, list[tuple[Path, str]]] | None
+) -> InputsManifest:
+    """Copy every input into ``inputs/`` (write-once) and describe it with its sha256."""
+    files = []
+    for role, source, relative, target, known in planned:
+        data = known if known is not None else _read_file(source)
+        if not publish_bytes_once(target, data, operation=_OPERATION):
+            raise _already(target)
+        digest = hashlib.sha256(data).hexdigest()
+        files.append(InputFile(role=role, source=str(source), path=relative, sha256=digest, size=len(data)))
+    return InputsManifest(files=tuple(files), seed=None if seed is None else seed[0])
+
+
+def _read_file(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as exc:
+        raise NotFoundError(
+            f"input {str(path)!r} disappeared while it was snapshotted", code="file_not_found", file=str(path)
+        ) from exc
+    except OSError as exc:
+        raise UnavailableError(
+            f"cannot read input {str(path)!r}: {exc.strerror}", code="filesystem_unavailable", file=str(path)
+        ) from exc
+
+
+def _write_once(path: Path, schema: RecordSchema[M], payload: M, clock: Clock) -> None:
+    written = write_record_once(path, schema, payload, clock=clock, operation=_OPERATION)
+    if isinstance(written, RecordConflict):
+        raise _already(path)
+
+
+def _already(path: Path) -> ConflictError:
+    return ConflictError(
+        f"{str(path)!r} already exists in a new run directory",
+        code="run_exists",
+        operation=_OPERATION,
+        file=str(path),
+        hint="another process is writing this run; execute again for a new run id",
+    )
+
+
+def _read_plan(path: Path) -> ExecutionPlan:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise NotFoundError(
+            f"the run's plan {str(path)!r} is missing", code="plan_not_found", operation=_OPERATION, file=str(path)
+        ) from exc
+    except OSError as exc:
+        raise UnavailableError(
+            f"cannot read {str(path)!r}: {exc.strerror}", code="filesystem_unavailable", file=str(path)
+        ) from exc
+    try:
+        return ExecutionPlan.model_validate_json(data)
+    except ValueError as exc:
+        raise ConflictError(
+            f"the run's plan {str(path)!r} is not a valid plan",
+            code="plan_mismatch",
+            operation=_OPERATION,
+            file=str(path),
+            hint="the run directory was modified; nothing was submitted",
+        ) from exc

@@ -1,0 +1,496 @@
+"""Dry-run services: compile a run (or expand a benchmark) against a profile, offline, and optionally write it out.
+
+No Slurm, no workspace and no image bytes: GPUs per node come from the profile (``auto`` stays
+unresolved), MaxArraySize is Slurm's default (1001) unless given, and the image registry is not
+read (images named from it stay unresolved; absolute paths pass). The files the run names (its
+Data Designer config, a benchmark's base run) are read here and handed to the pure planner.
+
+Every problem is reported with the file and line it comes from: the planner reports key paths,
+which are mapped back to the run file, the profile's selected cluster, or the config file.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from data_designer.slurm.contracts import (
+    ClusterFacts,
+    ClusterProfile,
+    ConflictError,
+    ExecutionPlan,
+    InvalidInputError,
+    Problem,
+    RunSpec,
+    SlurmExtensionError,
+    SubmissionBinding,
+    VllmDeployment,
+)
+from data_designer.slurm.contracts._dry_run import (
+    DRY_RUN_ID,
+    AliasSummary,
+    BenchmarkDryRun,
+    ChildSummary,
+    DryRunOutput,
+    PlanSummary,
+    RunDryRun,
+)
+from data_designer.slurm.planner import (
+    INLINE_CONFIG_FILE,
+    PLAN_FILE,
+    Document,
+    KeyPath,
+    base_run_path,
+    bind_submission,
+    canonical_json,
+    compile,
+    config_path,
+    expand,
+    load_base_run,
+    load_benchmark,
+    load_run,
+    parse_document,
+    resolve_config,
+)
+from data_designer.slurm.runtime import read_text, write_text_atomic
+from data_designer.slurm.services._profile import load_profile_file, select_cluster
+
+BENCHMARK_FILE = "benchmark.json"
+SCRIPT_FILE = "allocation.sbatch"
+SUBMISSION_FILE = "submission.json"
+DEFAULT_MAX_ARRAY_SIZE = 1001
+"""Slurm's default MaxArraySize, assumed by a dry run unless told otherwise."""
+
+_RUN_KEYS = frozenset(RunSpec.model_fields)
+_PROFILE_KEYS = frozenset(ClusterProfile.model_fields)
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+class Source:
+    """A file problems can point into: its name, its document (parsed only when a problem needs a line), and the
+    key prefix of the part that was compiled (a profile's selected cluster, a benchmark's inline base run)."""
+
+    def __init__(self, file: str, text: Callable[[], str], prefix: KeyPath = ()) -> None:
+        self.file = file
+        self.prefix = prefix
+        self._text = text
+
+    @functools.cached_property
+    def document(self) -> Document:
+        return parse_document(self._text(), file=self.file)
+
+
+def plan_run(
+    run_file: str | Path,
+    *,
+    profile: str | Path | None = None,
+    cluster: str | None = None,
+    out: str | Path | None = None,
+    force: bool = False,
+    max_array_size: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunDryRun:
+    """Compile ``run_file`` against the selected profile cluster without Slurm; with ``out``, write the plan there.
+
+    ``out`` receives ``plan.json`` (the plan's canonical JSON), ``allocation.sbatch`` and
+    ``submission.json`` (the submission unit, bound with run id ``dry-run`` and the output directory
+    as run directory); the last two only when nothing is unresolved. A non-empty ``out`` is never
+    written to unless ``force`` (:class:`ConflictError`, exit 4).
+    """
+    operation = "execute.dry_run"
+    run_path = Path(run_file).expanduser().absolute()
+    run_text = read_input(run_path, what="run file", operation=operation)
+    run = load_run(run_text, file=str(run_path))
+    profile_path, loaded = load_profile_file(profile, environ=environ)
+    cluster_name, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
+    facts = dry_run_facts(cluster_profile, max_array_size)
+    run_source = Source(str(run_path), lambda: run_text)
+    profile_source = profile_source_of(profile_path, cluster_name, operation=operation)
+    plan = compile_located(
+        run, cluster_profile, cluster_name, facts, run_source=run_source, profile_source=profile_source
+    )
+    output = None
+    if out is not None:
+        directory = Path(out).expanduser().absolute()
+        output = write_outputs(directory, run_files(plan, directory), force=force, operation=operation)
+    return RunDryRun(
+        run_file=str(run_path),
+        profile_file=str(profile_path),
+        cluster=cluster_name,
+        facts=facts,
+        plan=summarize(plan),
+        output=output,
+    )
+
+
+def plan_benchmark(
+    bench_file: str | Path,
+    *,
+    profile: str | Path | None = None,
+    cluster: str | None = None,
+    out: str | Path | None = None,
+    force: bool = False,
+    max_array_size: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> BenchmarkDryRun:
+    """Expand ``bench_file`` into its children against the selected profile cluster without Slurm.
+
+    With ``out``: ``benchmark.json`` (the benchmark plan's canonical JSON) and, per child,
+    ``children/<index>-<child id>/`` with the files :func:`plan_run` writes (job names
+    ``dd-<benchmark>-<child id>-dry-run-c<chunk>``). A non-empty ``out`` needs ``force``.
+    """
+    operation = "benchmark.dry_run"
+    bench_path = Path(bench_file).expanduser().absolute()
+    bench_text = read_input(bench_path, what="benchmark file", operation=operation)
+    benchmark = load_benchmark(bench_text, file=str(bench_path))
+    bench_source = Source(str(bench_path), lambda: bench_text)
+    profile_path, loaded = load_profile_file(profile, environ=environ)
+    cluster_name, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
+    facts = dry_run_facts(cluster_profile, max_array_size)
+    profile_source = profile_source_of(profile_path, cluster_name, operation=operation)
+
+    base_path = base_run_path(benchmark)
+    if base_path is None:
+        base = load_base_run(benchmark, file=str(bench_path))
+        base_source = Source(str(bench_path), lambda: bench_text, ("base", "inline"))
+    else:
+        base_text = read_named(base_path, bench_source, ("base", "run"), what="base run", operation=operation)
+        base = load_base_run(benchmark, base_text, file=str(bench_path))
+        base_source = Source(base_path, lambda: base_text)
+    config_file = config_path(base)
+    config_text = None
+    if config_file is not None:
+        config_text = read_named(
+            config_file, base_source, ("data_designer", "config"), what="Data Designer config", operation=operation
+        )
+    try:
+        plan = expand(
+            benchmark,
+            cluster_profile,
+            cluster=cluster_name,
+            base=base,
+            config=resolve_config(base, config_text),
+            facts=facts,
+            images=None,
+            source=bench_source.document,
+            base_source=None if base_path is None else base_source.document,
+        )
+    except InvalidInputError as exc:
+        located = [_locate_child(p, base_source, profile_source) for p in exc.problems]
+        raise InvalidInputError.from_problems(located, operation="benchmark.expand", file=str(bench_path)) from exc
+
+    output = None
+    if out is not None:
+        directory = Path(out).expanduser().absolute()
+        files = [(BENCHMARK_FILE, canonical_json(plan.model_dump(mode="json")).decode("ascii"))]
+        width = len(str(len(plan.children) - 1))  # indices sort as numbers
+        for child in plan.children:
+            files += run_files(
+                child.plan,
+                directory,
+                prefix=f"children/{child.index:0{width}d}-{child.child_id}/",
+                job_name_prefix=f"dd-{benchmark.name}-{child.child_id}-{DRY_RUN_ID}",
+            )
+        output = write_outputs(directory, files, force=force, operation=operation)
+    warnings = {w: None for child in plan.children for w in child.plan.warnings}
+    return BenchmarkDryRun(
+        benchmark_file=str(bench_path),
+        profile_file=str(profile_path),
+        cluster=cluster_name,
+        facts=facts,
+        name=benchmark.name,
+        digest=plan.digest,
+        cases=len(plan.children) // benchmark.repeats,
+        repeats=benchmark.repeats,
+        exclusive=plan.exclusive,
+        max_concurrent_children=plan.max_concurrent_children,
+        children=tuple(
+            ChildSummary(
+                child_id=child.child_id,
+                index=child.index,
+                case=child.case,
+                repeat=child.repeat,
+                records=child.records,
+                plan_digest=child.plan_digest,
+                nodes_per_allocation=child.plan.allocation.nodes,
+                gpus_per_allocation=child.plan.allocation.gpus,
+                gpu_hours_upper_bound=child.plan.gpu_hours_upper_bound,
+                submittable=not child.plan.unresolved,
+            )
+            for child in plan.children
+        ),
+        gpu_hours_upper_bound=plan.gpu_hours_upper_bound,
+        unresolved=plan.unresolved,
+        warnings=tuple(warnings),
+        submittable=not plan.unresolved,
+        output=output,
+    )
+
+
+def _locate_child(problem: Problem, base: Source, profile: Source) -> Problem:
+    """A problem of a benchmark child: expand locates benchmark and base run keys; the rest is located here."""
+    if problem.file == INLINE_CONFIG_FILE:
+        return locate(problem, base, profile)
+    key = (problem.key_path or "").removeprefix("base.inline.")
+    if _head(key) in _PROFILE_KEYS - _RUN_KEYS:
+        return locate(problem.model_copy(update={"file": None, "line": None, "key_path": key}), base, profile)
+    return problem
+
+
+def _head(key_path: str) -> str:
+    return key_path.split(".", 1)[0].split("[", 1)[0]
+
+
+def read_input(path: Path, *, what: str, operation: str) -> str:
+    """The text of an input file named on the command line (exit 3 when missing)."""
+    try:
+        return read_text(path, operation=operation)
+    except SlurmExtensionError as exc:
+        raise type(exc)(
+            f"{what} {str(path)!r} {exc.info.message.removeprefix(repr(str(path)) + ' ')}",
+            code=exc.info.code,
+            operation=operation,
+            file=str(path),
+            hint=exc.info.hint,
+        ) from exc
+
+
+def read_named(path: str, named_by: Source, key: KeyPath, *, what: str, operation: str) -> str:
+    """The text of a file that an input names at ``key`` (errors point at that key's line)."""
+    try:
+        return read_text(Path(path), operation=operation)
+    except SlurmExtensionError as exc:
+        full = (*named_by.prefix, *key)
+        raise type(exc)(
+            f"{what} {path!r} {exc.info.message.removeprefix(repr(path) + ' ')}",
+            code=exc.info.code,
+            operation=operation,
+            file=named_by.file,
+            line=named_by.document.line_of(full),
+            key_path=_format(full),
+            hint=exc.info.hint if exc.info.code != "file_not_found" else "fix the path, or create the file",
+        ) from exc
+
+
+def dry_run_facts(profile: ClusterProfile, max_array_size: int | None) -> ClusterFacts:
+    """Cluster facts from the profile alone: GPUs per node when it gives a number, MaxArraySize as told or default."""
+    if max_array_size is not None and max_array_size < 1:
+        raise InvalidInputError(
+            f"max array size {max_array_size} is not positive",
+            code="max_array_size",
+            key_path="--max-array-size",
+            hint="give the cluster's MaxArraySize (scontrol show config), e.g. 1001",
+        )
+    gpus = profile.gpus_per_node if isinstance(profile.gpus_per_node, int) else None
+    return ClusterFacts(gpus_per_node=gpus, max_array_size=max_array_size or DEFAULT_MAX_ARRAY_SIZE)
+
+
+def profile_source_of(path: Path, cluster: str, *, operation: str) -> Source:
+    """The profile, for pointing problems at the selected cluster's keys (read again only when one needs a line)."""
+    return Source(str(path), lambda: read_text(path, operation=operation), ("clusters", cluster))
+
+
+def compile_located(
+    run: RunSpec,
+    profile: ClusterProfile,
+    cluster: str,
+    facts: ClusterFacts,
+    *,
+    run_source: Source,
+    profile_source: Source,
+) -> ExecutionPlan:
+    """Read the run's config, compile, and locate every problem in the file and line it comes from."""
+    operation = "plan.compile"
+    path = config_path(run)
+    config_text = None
+    if path is not None:
+        config_text = read_named(
+            path, run_source, ("data_designer", "config"), what="Data Designer config", operation=operation
+        )
+    try:
+        return compile(
+            run,
+            profile,
+            cluster=cluster,
+            config=resolve_config(run, config_text),
+            facts=facts,
+            images=None,
+        )
+    except InvalidInputError as exc:
+        located = [locate(p, run_source, profile_source) for p in exc.problems]
+        raise InvalidInputError.from_problems(located, operation=operation) from exc
+
+
+def locate(problem: Problem, run: Source, profile: Source) -> Problem:
+    """``problem`` with the file and line its key path points at, when the planner left them out."""
+    if problem.file == INLINE_CONFIG_FILE:
+        source, key = (
+            run,
+            ("data_designer", "inline", *_parse_key(problem.key_path, _at(run, "data_designer", "inline"))),
+        )
+    elif problem.file is not None or not problem.key_path:
+        return problem
+    else:
+        head = _head(problem.key_path)
+        if head in _RUN_KEYS:
+            source, key = run, _parse_key(problem.key_path, _at(run))
+        elif head in _PROFILE_KEYS:
+            source, key = profile, _parse_key(problem.key_path, _at(profile))
+        else:
+            return problem
+    full = (*source.prefix, *key)
+    return problem.model_copy(
+        update={"file": source.file, "line": source.document.line_of(full), "key_path": _format(full)}
+    )
+
+
+def _at(source: Source, *extra: str) -> Any:
+    node: Any = source.document.data
+    for part in (*source.prefix, *extra):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _parse_key(key_path: str | None, data: Any) -> KeyPath:
+    """The key path tuple of a dotted ``key_path``; names may contain dots, so keys are matched against ``data``."""
+    tokens: list[str | int] = []
+    for part in (key_path or "").split("."):
+        name, *indices = _INDEX.split(part)
+        if name:
+            tokens.append(name)
+        tokens.extend(int(i) for i in indices if i)
+    path: list[str | int] = []
+    node, i = data, 0
+    while i < len(tokens):
+        token = tokens[i]
+        step = 1
+        if isinstance(node, dict) and isinstance(token, str):
+            for end in range(len(tokens), i, -1):
+                words = tokens[i:end]
+                if all(isinstance(w, str) for w in words) and ".".join(map(str, words)) in node:
+                    token, step = ".".join(map(str, words)), end - i
+                    break
+        path.append(token)
+        if isinstance(node, dict) and isinstance(token, str):
+            node = node.get(token)
+        elif isinstance(node, list) and isinstance(token, int) and token < len(node):
+            node = node[token]
+        else:
+            node = None
+        i += step
+    return tuple(path)
+
+
+def _format(path: KeyPath) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def summarize(plan: ExecutionPlan) -> PlanSummary:
+    """The reviewable numbers of ``plan``."""
+    run, allocation = plan.run, plan.allocation
+    aliases: list[AliasSummary] = []
+    for endpoint in allocation.client.endpoints:
+        deployment = run.deployments.get(endpoint.alias)
+        if deployment is None:
+            aliases.append(
+                AliasSummary(
+                    alias=endpoint.alias,
+                    kind="external",
+                    engine=None,
+                    model=endpoint.model,
+                    replicas=0,
+                    gpus_per_replica=0,
+                    concurrency=endpoint.concurrency,
+                    endpoint=endpoint.endpoint,
+                )
+            )
+            continue
+        gpus = (
+            deployment.tensor_parallel * deployment.pipeline_parallel
+            if isinstance(deployment, VllmDeployment)
+            else deployment.gpus_per_replica
+        )
+        aliases.append(
+            AliasSummary(
+                alias=endpoint.alias,
+                kind="deployed",
+                engine=deployment.engine,
+                model=deployment.model,
+                replicas=deployment.replicas,
+                gpus_per_replica=gpus,
+                concurrency=endpoint.concurrency,
+            )
+        )
+    return PlanSummary(
+        name=run.name,
+        digest=plan.digest,
+        config_digest=plan.config_digest,
+        records=run.records,
+        shards=len(plan.shards),
+        allocations=len(plan.shards),
+        array_jobs=len(plan.submission.chunks),
+        nodes_per_allocation=allocation.nodes,
+        gpus_per_node=allocation.gpus_per_node,
+        gpus_per_allocation=allocation.gpus,
+        partition=allocation.partition,
+        account=allocation.account,
+        time_limit=allocation.time_limit,
+        gpu_hours_upper_bound=plan.gpu_hours_upper_bound,
+        aliases=tuple(aliases),
+        unresolved=plan.unresolved,
+        warnings=plan.warnings,
+        submittable=not plan.unresolved,
+    )
+
+
+def run_files(
+    plan: ExecutionPlan, directory: Path, *, prefix: str = "", job_name_prefix: str | None = None
+) -> list[tuple[str, str]]:
+    """The files of one plan under ``directory``/``prefix``: plan, and (when resolved) script and submission unit.
+
+    The submission unit is bound with run id ``dry-run``, its own directory as run directory, and job
+    names ``dd-<run name>-dry-run-c<chunk>`` (or ``<job_name_prefix>-c<chunk>``).
+    """
+    files = [(prefix + PLAN_FILE, canonical_json(plan.model_dump(mode="json")).decode("ascii"))]
+    if plan.unresolved or plan.submission.script is None:
+        return files
+    run_dir = directory / prefix if prefix else directory
+    binding = SubmissionBinding(
+        run_id=DRY_RUN_ID,
+        run_dir=str(run_dir).rstrip("/"),
+        job_name_prefix=job_name_prefix or f"dd-{plan.run.name}-{DRY_RUN_ID}",
+    )
+    unit = bind_submission(plan, binding)
+    files.append((prefix + SCRIPT_FILE, plan.submission.script))
+    files.append((prefix + SUBMISSION_FILE, canonical_json(unit.model_dump(mode="json")).decode("ascii")))
+    return files
+
+
+def write_outputs(directory: Path, files: Sequence[tuple[str, str]], *, force: bool, operation: str) -> DryRunOutput:
+    """Write ``files`` (relative path, text) under ``directory``; a non-empty directory only with ``force``."""
+    if directory.exists() and not directory.is_dir():
+        raise ConflictError(
+            f"{str(directory)!r} exists and is not a directory",
+            code="out_not_directory",
+            operation=operation,
+            file=str(directory),
+            hint="give --out a new or empty directory",
+        )
+    occupied = directory.is_dir() and any(directory.iterdir())
+    if occupied and not force:
+        raise ConflictError(
+            f"output directory {str(directory)!r} is not empty",
+            code="out_not_empty",
+            operation=operation,
+            file=str(directory),
+            hint="choose a new or empty directory, or pass --force to overwrite the files in it",
+        )
+    for name, text in files:
+        write_text_atomic(directory / name, text, overwrite=force, operation=operation)
+    return DryRunOutput(directory=str(directory), files=tuple(name for name, _ in files), overwritten=occupied)
