@@ -176,7 +176,7 @@ def output_lines(output: DryRunOutput | None) -> list[str]:
 
 
 def _submittable(ok: bool, unresolved: tuple[Unresolved, ...]) -> str:
-    return "yes, once submitting is available" if ok else f"no: {_count(len(unresolved), 'unresolved entry')}"
+    return "yes" if ok else f"no: {_count(len(unresolved), 'unresolved entry')}"
 
 
 def _count(n: int, noun: str) -> str:
