@@ -449,7 +449,7 @@ def _client(
                 EndpointPlan(
                     alias=alias,
                     kind="deployed",
-                    model=alias,
+                    model=_served_model(run.deployments[alias], alias),
                     replicas=tuple(i for i, r in enumerate(replicas) if r.alias == alias),
                     concurrency=concurrency,
                 )
@@ -525,3 +525,11 @@ def _resolved_run(
     )
     source = run.data_designer.model_copy(update={"config": None, "inline": config})
     return run.model_copy(update={"data_designer": source, "client": client, "submission": submission})
+
+
+def _served_model(deployment: VllmDeployment | CommandDeployment, alias: str) -> str:
+    """The model name a deployed server answers to: vLLM serves the alias (--served-model-name); a command
+    template serves the alias only where it passes ``{served_name}``, else the deployment's ``model``."""
+    if isinstance(deployment, VllmDeployment) or any("{served_name}" in part for part in deployment.argv):
+        return alias
+    return deployment.model

@@ -1,0 +1,179 @@
+"""The client worker's output: Parquet parts with provenance columns, published write-once, and progress.
+
+The host writes each create call's dataset as ``batch_NNNNN.parquet`` files (one per batch, the
+run config's buffer size). Each becomes one part, in batch order, numbered on from the previous
+range's parts, its rows given consecutive global indices. Parts are cast to one schema (the host's
+batches can differ where a batch saw only nulls) and published with ``link(2)``, never replaced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from data_designer.slurm.runtime._records import publish_bytes_once, replace_record
+from data_designer.slurm.runtime._run_layout import RunLayout
+from data_designer.slurm.runtime._worker_records import (
+    ATTEMPT_COLUMN,
+    INDEX_COLUMN,
+    PLAN_DIGEST_COLUMN,
+    PROGRESS_SCHEMA,
+    PROVENANCE_COLUMNS,
+    RUN_ID_COLUMN,
+    SHARD_COLUMN,
+    ColumnType,
+    OutputPart,
+    WorkerError,
+    WorkerProgress,
+    WorkerState,
+)
+
+pq: Any = importlib.import_module("pyarrow.parquet")
+"""pyarrow.parquet (its functions carry no annotations, so it is used as Any)."""
+
+
+class OutputConflict(Exception):
+    """A part of this attempt already exists: somebody else writes this attempt."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    run_id: str
+    plan_digest: str
+    shard: int
+    attempt: int
+
+
+def host_batch_files(dataset_dir: Path) -> list[Path]:
+    """The host's batch files of one create call, in batch order (names are zero-padded)."""
+    return sorted(path for path in dataset_dir.glob("*.parquet") if not path.name.startswith("."))
+
+
+def unified_schema(files: Sequence[Path]) -> pa.Schema:
+    """One schema for every batch (permissive promotion, as the host does when it loads a dataset)."""
+    schemas = [pq.read_schema(path) for path in files]
+    return pa.unify_schemas(schemas, promote_options="permissive").remove_metadata()
+
+
+def with_provenance(table: pa.Table, first_index: int, provenance: Provenance) -> pa.Table:
+    rows = table.num_rows
+    columns = {
+        INDEX_COLUMN: pa.array(range(first_index, first_index + rows), type=pa.int64()),
+        RUN_ID_COLUMN: pa.array([provenance.run_id] * rows, type=pa.string()),
+        PLAN_DIGEST_COLUMN: pa.array([provenance.plan_digest] * rows, type=pa.string()),
+        SHARD_COLUMN: pa.array([provenance.shard] * rows, type=pa.int32()),
+        ATTEMPT_COLUMN: pa.array([provenance.attempt] * rows, type=pa.int32()),
+    }
+    for name, column in columns.items():
+        table = table.append_column(name, column)
+    return table
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns, in order: cast, or all null where a batch lacks one."""
+    columns = []
+    for item in schema:
+        if item.name in table.column_names:
+            columns.append(table.column(item.name).cast(item.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, type=item.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def clashing_columns(names: Sequence[str]) -> list[str]:
+    return [name for name in names if name in PROVENANCE_COLUMNS]
+
+
+def write_parts(
+    layout: RunLayout,
+    files: Sequence[Path],
+    *,
+    schema: pa.Schema,
+    first_index: int,
+    first_part: int,
+    provenance: Provenance,
+) -> list[OutputPart]:
+    """Publish one part per host batch file; rows numbered from ``first_index``, parts from ``first_part``."""
+    parts: list[OutputPart] = []
+    index = first_index
+    output_dir = layout.output_dir(provenance.shard, provenance.attempt)
+    for source in files:
+        table = conform(pq.read_table(source), schema)
+        if table.num_rows == 0:
+            continue
+        table = with_provenance(table, index, provenance)
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        data = sink.getvalue().to_pybytes()
+        path = layout.output_part(provenance.shard, provenance.attempt, first_part + len(parts))
+        if not publish_bytes_once(path, data, operation="worker.write_part"):
+            raise OutputConflict(f"output part {str(path)!r} already exists")
+        parts.append(
+            OutputPart(
+                path=str(path.relative_to(output_dir)),
+                records=table.num_rows,
+                first_index=index,
+                sha256=hashlib.sha256(data).hexdigest(),
+                bytes=len(data),
+            )
+        )
+        index += table.num_rows
+    return parts
+
+
+def output_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema of every part: the data columns, then the provenance columns."""
+    empty = with_provenance(schema.empty_table(), 0, Provenance("", "", 0, 1))
+    return empty.schema
+
+
+def column_types(schema: pa.Schema) -> tuple[ColumnType, ...]:
+    return tuple(ColumnType(name=item.name, type=str(item.type)) for item in schema)
+
+
+def batch_rows(path: Path) -> int:
+    """Rows in one Parquet file (from its footer)."""
+    rows: int = pq.read_metadata(path).num_rows
+    return rows
+
+
+class ProgressWriter:
+    """Replaces ``progress.json`` of one attempt; remembers records done."""
+
+    def __init__(self, layout: RunLayout, shard: int, attempt: int, records_total: int) -> None:
+        self.path = layout.progress(shard, attempt)
+        self.shard = shard
+        self.attempt = attempt
+        self.records_total = records_total
+        self.records_done = 0
+
+    def publish(self, state: WorkerState, error: WorkerError | None = None) -> bool:
+        """Replace the record; a failure is logged, never raised: progress is not evidence of anything."""
+        try:
+            self._write(state, error)
+        except Exception as exc:
+            print(f"ddslurm-worker: progress.json not written: {exc}", file=sys.stderr)
+            return False
+        return True
+
+    def _write(self, state: WorkerState, error: WorkerError | None) -> None:
+        replace_record(
+            self.path,
+            PROGRESS_SCHEMA,
+            WorkerProgress(
+                shard=self.shard,
+                attempt=self.attempt,
+                state=state,
+                records_total=self.records_total,
+                records_done=self.records_done,
+                error=error,
+            ),
+            operation="worker.progress",
+        )

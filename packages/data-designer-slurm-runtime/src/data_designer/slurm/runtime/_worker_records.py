@@ -1,0 +1,148 @@
+"""The records the client worker writes into its attempt directory (see ``architecture/run-directory.md``).
+
+* ``progress.json`` (:class:`WorkerProgress`, replaced): records done so far and the worker's state,
+  written at start, after every batch the host completes, and at the end (with the error on failure).
+* ``output/manifest.json`` (:class:`OutputManifest`, write-once, after every part): what the attempt
+  produced: records, the Arrow schema, each Parquet part with its index range and sha256, per-alias
+  request and token counts, timings and provenance. A part without a manifest counts for nothing.
+
+Every output row carries the provenance columns :data:`PROVENANCE_COLUMNS`: its global record index,
+the run id, the plan digest, the shard and the attempt.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, Field, NonNegativeFloat, NonNegativeInt, PositiveInt
+
+from data_designer.slurm.contracts._types import FROZEN
+from data_designer.slurm.runtime._records import RecordSchema
+
+INDEX_COLUMN = "_dd_index"
+RUN_ID_COLUMN = "_dd_run_id"
+PLAN_DIGEST_COLUMN = "_dd_plan_digest"
+SHARD_COLUMN = "_dd_shard"
+ATTEMPT_COLUMN = "_dd_attempt"
+PROVENANCE_COLUMNS = (INDEX_COLUMN, RUN_ID_COLUMN, PLAN_DIGEST_COLUMN, SHARD_COLUMN, ATTEMPT_COLUMN)
+"""Columns the worker appends to every record; a Data Designer column with one of these names is refused."""
+
+WorkerState = Literal["starting", "generating", "writing", "succeeded", "failed"]
+WorkerFailure = Literal["invalid_config", "client_error"]
+
+
+class IndexRange(BaseModel):
+    """Global record indices ``[start, stop)``."""
+
+    model_config = FROZEN
+
+    start: NonNegativeInt
+    stop: PositiveInt
+
+    @property
+    def records(self) -> int:
+        return self.stop - self.start
+
+
+class WorkerError(BaseModel):
+    model_config = FROZEN
+
+    kind: WorkerFailure
+    message: str
+
+
+class WorkerProgress(BaseModel):
+    """How far the worker of one attempt is (replaced as it advances; ``written_at`` of the envelope dates it)."""
+
+    model_config = FROZEN
+
+    shard: NonNegativeInt
+    attempt: PositiveInt
+    state: WorkerState
+    records_total: NonNegativeInt
+    records_done: NonNegativeInt = Field(description="Records in batches the host has written so far.")
+    error: WorkerError | None = None
+
+
+class OutputPart(BaseModel):
+    """One Parquet file of the output, relative to the output directory."""
+
+    model_config = FROZEN
+
+    path: str
+    records: PositiveInt
+    first_index: NonNegativeInt = Field(description="Global index of its first row; rows are consecutive.")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    bytes: PositiveInt
+
+
+class ColumnType(BaseModel):
+    model_config = FROZEN
+
+    name: str
+    type: str = Field(description="The Arrow type as Arrow prints it, e.g. 'large_string', 'int64'.")
+
+
+class ModelUsage(BaseModel):
+    """What one model alias served to this attempt (from the host's usage tracking)."""
+
+    model_config = FROZEN
+
+    kind: Literal["deployed", "external"]
+    model: str
+    base_urls: tuple[str, ...] = Field(description="Every base URL the alias had; the worker used the first.")
+    used_base_url: str
+    successful_requests: NonNegativeInt | None = Field(description="None when usage_source is 'unavailable'.")
+    failed_requests: NonNegativeInt | None
+    input_tokens: NonNegativeInt | None
+    output_tokens: NonNegativeInt | None
+
+
+class Timings(BaseModel):
+    """Where the attempt's time went, in seconds; None where it cannot be known."""
+
+    model_config = FROZEN
+
+    worker_started_at: AwareDatetime
+    worker_finished_at: AwareDatetime
+    queue_wait_s: NonNegativeFloat | None = Field(
+        default=None, description="Latest submission of the run to the supervisor's start (first attempt)."
+    )
+    server_start_s: NonNegativeFloat | None = Field(
+        default=None, description="Servers spawned to all ready, from attempt.json."
+    )
+    host_import_s: NonNegativeFloat
+    setup_s: NonNegativeFloat = Field(description="Config load, full host validation and alias rewriting.")
+    generation_s: NonNegativeFloat = Field(description="The host's create calls, profiling included.")
+    write_s: NonNegativeFloat = Field(description="Parquet parts and manifest.")
+    records_per_s: NonNegativeFloat = Field(description="Records over generation_s.")
+
+
+class OutputManifest(BaseModel):
+    """What one attempt produced (write-once, after every part it lists)."""
+
+    model_config = FROZEN
+
+    run_id: str
+    plan_digest: str
+    config_digest: str
+    shard: NonNegativeInt
+    attempt: PositiveInt
+    seed: NonNegativeInt = Field(description="The shard's sampler seed, applied before every create call.")
+    ranges: tuple[IndexRange, ...] = Field(description="The global index ranges generated, in order.")
+    records: NonNegativeInt
+    columns: tuple[ColumnType, ...] = Field(description="The Arrow schema of every part, provenance included.")
+    arrow_schema: str = Field(description="The same schema as Arrow prints it.")
+    parts: tuple[OutputPart, ...]
+    usage_source: Literal["host", "unavailable"] = Field(
+        description="'host': counts read from the host's usage tracking; 'unavailable': this host hides them."
+    )
+    models: dict[str, ModelUsage]
+    timings: Timings
+    host_version: str
+    runtime_version: str
+    python: str
+
+
+PROGRESS_SCHEMA: RecordSchema[WorkerProgress] = RecordSchema("progress", 1, WorkerProgress)
+MANIFEST_SCHEMA: RecordSchema[OutputManifest] = RecordSchema("result-manifest", 1, OutputManifest)

@@ -1,0 +1,368 @@
+"""One claimed attempt, run to its end: checks, server steps, readiness, endpoints, client, status.
+
+:class:`Supervisor` always ends with exactly one classified status (``status.json``) and stops every step and
+the client first (TERM, then KILL after a grace period).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from data_designer.slurm.contracts import ExecutionPlan
+from data_designer.slurm.planner import SERVER_API_KEY_ENV, bind_argv
+from data_designer.slurm.runtime._command import CommandRunner
+from data_designer.slurm.runtime._records import (
+    Clock,
+    RecordConflict,
+    format_timestamp,
+    replace_record,
+    write_record_once,
+)
+from data_designer.slurm.runtime._run_layout import RunLayout
+from data_designer.slurm.runtime.supervisor._environment import (
+    SetupError,
+    TaskIdentity,
+    check_digest,
+    check_environment,
+)
+from data_designer.slurm.runtime.supervisor._heartbeat import Heartbeat
+from data_designer.slurm.runtime.supervisor._records import (
+    ATTEMPT_SCHEMA,
+    ENDPOINTS_RECORD,
+    ENDPOINTS_SCHEMA,
+    ENV_ATTEMPT_DIR,
+    ENV_ENDPOINTS,
+    EXIT_CODES,
+    PORTS_DIR,
+    STATUS_SCHEMA,
+    AliasEndpoints,
+    AttemptRecord,
+    EndpointsRecord,
+    FinalStatus,
+    ReplicaRecord,
+    StatusRecord,
+)
+from data_designer.slurm.runtime.supervisor._replicas import (
+    LOG_TAIL_LINES,
+    LOOPBACK,
+    ReplicaProcess,
+    log_step,
+    log_tail,
+    nodes_of,
+    spawn,
+    srun_argv,
+    step_environment,
+    stop_processes,
+)
+from data_designer.slurm.runtime.supervisor._slurm_nodes import allocation_nodes
+
+DEFAULT_POLL_S = 0.2
+DEFAULT_STOP_GRACE_S = 10.0
+CLIENT_EXIT_STATUS: dict[int, FinalStatus] = {2: "invalid_config", 3: "client_error"}
+
+
+class AttemptEnded(Exception):
+    """The attempt ends with ``status``."""
+
+    def __init__(self, status: FinalStatus, message: str, *, step: str | None = None, tail: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.step = step
+        self.tail = tuple(tail)
+
+
+class Supervisor:
+    """One claimed attempt: runs it and always leaves a status and no child process behind."""
+
+    def __init__(
+        self,
+        plan: ExecutionPlan,
+        layout: RunLayout,
+        task: TaskIdentity,
+        *,
+        environ: Mapping[str, str],
+        runner: CommandRunner,
+        clock: Clock,
+        stop: threading.Event,
+        received: Sequence[str],
+        poll_s: float,
+        heartbeat_s: float,
+        stop_grace_s: float,
+    ) -> None:
+        self.plan, self.layout, self.task = plan, layout, task
+        self.environ, self.runner, self.clock, self.stop = dict(environ), runner, clock, stop
+        self.received = received
+        self.poll_s, self.stop_grace_s = poll_s, stop_grace_s
+        self.attempt_dir = layout.attempt_dir(task.shard, task.attempt)
+        self.heartbeat = Heartbeat(layout.heartbeat(task.shard, task.attempt), interval_s=heartbeat_s, clock=clock)
+        self.started_at = clock()
+        self.replicas: list[ReplicaProcess] = []
+        self.client: subprocess.Popen[bytes] | None = None
+        self.nodes: tuple[str, ...] = ()
+        self.addresses: tuple[str, ...] = ()
+        self.times: dict[str, datetime] = {}
+
+    # -- logging and records -------------------------------------------------------------------------------------
+
+    def say(self, message: str) -> None:
+        line = f"{format_timestamp(self.clock())} supervisor: {message}"
+        print(line, file=sys.stderr, flush=True)
+        path = self.layout.log_file(self.task.shard, self.task.attempt, "supervisor")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as stream:
+                stream.write(line + "\n")
+        except OSError:
+            pass  # stderr (the Slurm .err file) still has it
+
+    def write_attempt(self) -> None:
+        record = AttemptRecord(
+            run_id=str(self.layout.run_id),
+            plan_digest=self.plan.digest,
+            shard=self.task.shard,
+            attempt=self.task.attempt,
+            chunk=self.task.chunk,
+            array_task=self.task.array_task,
+            job_id=self.task.job_id,
+            restart_count=self.task.restart_count,
+            hostname=socket.gethostname(),
+            nodes=self.nodes,
+            node_addresses=self.addresses,
+            supervisor_pid=os.getpid(),
+            supervisor_started_at=self.started_at,
+            servers_spawned_at=self.times.get("servers_spawned"),
+            servers_ready_at=self.times.get("servers_ready"),
+            client_started_at=self.times.get("client_started"),
+            replicas=tuple(self._replica_record(r) for r in self.replicas),
+        )
+        path = self.layout.attempt_record(self.task.shard, self.task.attempt)
+        replace_record(path, ATTEMPT_SCHEMA, record, clock=self.clock, operation="supervisor.attempt")
+
+    def _replica_record(self, replica: ReplicaProcess) -> ReplicaRecord:
+        return ReplicaRecord(
+            alias=replica.plan.alias,
+            replica=replica.plan.replica,
+            step=replica.step,
+            log=str(replica.log.relative_to(self.attempt_dir)),
+            nodes=replica.nodes,
+            address=replica.address,
+            port=replica.port,
+            ports=replica.ports,
+            base_url=replica.base_url,
+            spawned_at=replica.spawned_at,
+            ready_at=replica.ready_at,
+            startup_s=replica.startup_s,
+            readiness_lag_s=replica.readiness_lag_s,
+        )
+
+    # -- the attempt ---------------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self.say(f"run {self.layout.run_id} shard {self.task.shard} attempt {self.task.attempt} (pid {os.getpid()})")
+        self.heartbeat.start()
+        ended: AttemptEnded
+        try:
+            try:
+                self._run()
+                ended = AttemptEnded("succeeded", "the client worker finished and wrote its manifest")
+            except SetupError as exc:
+                ended = AttemptEnded(exc.status, str(exc))
+            except AttemptEnded as exc:
+                ended = exc
+            except Exception as exc:  # a bug or an unusable filesystem: still classified, with the traceback
+                lines = traceback.format_exception(exc)
+                tail = "".join(lines).splitlines()[-LOG_TAIL_LINES:]
+                ended = AttemptEnded("internal_error", f"the supervisor failed: {type(exc).__name__}: {exc}", tail=tail)
+        finally:
+            self.heartbeat.set_phase("stopping")
+            self._stop_children()
+            self.heartbeat.stop()
+        self._write_status(ended)
+        return EXIT_CODES[ended.status]
+
+    def _run(self) -> None:
+        check_digest(self.plan)
+        check_environment(self.plan)
+        self.nodes, self.addresses = allocation_nodes(self.environ, self.runner)
+        needed = max((max(nodes_of(r)) for r in self.plan.allocation.replicas), default=0) + 1
+        if needed > len(self.nodes):
+            raise SetupError("invalid_config", f"the plan places replicas on {needed} nodes, the job has {self.nodes}")
+        self.write_attempt()
+        key = secrets.token_urlsafe(32) if any(r.requires_api_key for r in self.plan.allocation.replicas) else None
+        if key is not None:
+            self.environ[SERVER_API_KEY_ENV] = key
+        self._start_replicas()
+        self._wait_ready()
+        self._write_endpoints(with_key=key is not None)
+        self._run_client()
+
+    def _start_replicas(self) -> None:
+        self.heartbeat.set_phase("servers_starting")
+        port_dir = self.attempt_dir / PORTS_DIR
+        port_dir.mkdir(parents=True, exist_ok=True)
+        for plan in self.plan.allocation.replicas:
+            self._cancelled_check()
+            argv = srun_argv(plan, python=sys.executable, port_dir=port_dir, environ=self.environ)
+            log = self.layout.log_file(self.task.shard, self.task.attempt, log_step(plan))
+            started, monotonic = self.clock(), time.monotonic()
+            try:
+                process = spawn(argv, env=step_environment(plan, self.environ), log=log, cwd=self.layout.run_dir)
+            except OSError as exc:
+                raise AttemptEnded(
+                    "server_failed_to_start", f"cannot run {argv[0]!r} for {plan.alias}-r{plan.replica}: {exc}"
+                ) from exc
+            first = nodes_of(plan)[0]
+            address = LOOPBACK if plan.bind == "loopback" else self.addresses[first]
+            nodes = tuple(self.nodes[i] for i in nodes_of(plan))
+            self.replicas.append(ReplicaProcess(plan, process, log, nodes, address, started, monotonic))
+            self.say(f"started {plan.alias}-r{plan.replica} on {','.join(nodes)}: {' '.join(argv[:11])} ...")
+        self.times["servers_spawned"] = self.clock()
+        self.write_attempt()
+
+    def _wait_ready(self) -> None:
+        port_dir = self.attempt_dir / PORTS_DIR
+        pending = list(self.replicas)
+        while pending:
+            self._cancelled_check()
+            for replica in list(pending):
+                code = replica.process.poll()
+                if code is not None:
+                    raise AttemptEnded(
+                        "server_failed_to_start",
+                        f"server {replica.step} exited {code} before it was ready "
+                        f"({time.monotonic() - replica.spawned_monotonic:.1f}s after it was started)",
+                        step=log_step(replica.plan),
+                        tail=log_tail(replica.log),
+                    )
+                if replica.read_ports(port_dir):
+                    healthy, server_ready = replica.health()
+                    if healthy:
+                        self._mark_ready(replica, server_ready)
+                        pending.remove(replica)
+                        continue
+                waited = time.monotonic() - replica.spawned_monotonic
+                if waited > replica.plan.startup_timeout_s:
+                    raise AttemptEnded(
+                        "server_failed_to_start",
+                        f"server {replica.step} was not ready within its startup budget of "
+                        f"{replica.plan.startup_timeout_s}s",
+                        step=log_step(replica.plan),
+                        tail=log_tail(replica.log),
+                    )
+            if pending:
+                self.stop.wait(self.poll_s)
+        self.times["servers_ready"] = self.clock()
+        self.write_attempt()
+
+    def _mark_ready(self, replica: ReplicaProcess, server_ready: float | None) -> None:
+        replica.ready_at = self.clock()
+        replica.startup_s = round(time.monotonic() - replica.spawned_monotonic, 6)
+        if server_ready is not None:
+            replica.readiness_lag_s = round(replica.ready_at.timestamp() - server_ready, 6)
+        self.say(f"{replica.step} ready at {replica.base_url} after {replica.startup_s:.2f}s")
+        self.write_attempt()
+
+    def _write_endpoints(self, *, with_key: bool) -> None:
+        aliases: dict[str, AliasEndpoints] = {}
+        replicas = self.plan.allocation.replicas
+        for endpoint in self.plan.allocation.client.endpoints:
+            if endpoint.kind == "deployed":
+                urls = tuple(u for i in endpoint.replicas if (u := self.replicas[i].base_url) is not None)
+                remote = with_key and any(replicas[i].requires_api_key for i in endpoint.replicas)
+                key_env = SERVER_API_KEY_ENV if remote else None
+            else:
+                urls, key_env = ((endpoint.endpoint,) if endpoint.endpoint else ()), endpoint.api_key_env
+            aliases[endpoint.alias] = AliasEndpoints(
+                kind=endpoint.kind, base_urls=urls, model=endpoint.model, api_key_env=key_env
+            )
+        path = self.attempt_dir / ENDPOINTS_RECORD
+        result = write_record_once(path, ENDPOINTS_SCHEMA, EndpointsRecord(aliases=aliases), clock=self.clock)
+        if isinstance(result, RecordConflict):
+            raise SetupError("invalid_config", f"{str(path)!r} already exists: the attempt directory was reused")
+
+    def _run_client(self) -> None:
+        self.heartbeat.set_phase("client_running")
+        values = {"shard": str(self.task.shard), "attempt": str(self.task.attempt)}
+        argv = bind_argv(self.plan.allocation.client.argv, values)
+        env = {
+            **self.environ,
+            ENV_ATTEMPT_DIR: str(self.attempt_dir),
+            ENV_ENDPOINTS: str(self.attempt_dir / ENDPOINTS_RECORD),
+        }
+        log = self.layout.log_file(self.task.shard, self.task.attempt, "client")
+        try:
+            self.client = spawn(argv, env=env, log=log, cwd=self.layout.run_dir)
+        except OSError as exc:
+            raise AttemptEnded(
+                "client_error", f"cannot start the client worker {argv[0]!r}: {exc}", step="client"
+            ) from exc
+        self.times["client_started"] = self.clock()
+        self.write_attempt()
+        self.say(f"client worker started: {' '.join(argv)}")
+        while True:
+            self._cancelled_check()
+            code = self.client.poll()
+            if code is not None:
+                self._client_ended(code, log)
+                return
+            for replica in self.replicas:
+                died = replica.process.poll()
+                if died is not None:
+                    raise AttemptEnded(
+                        "server_died",
+                        f"server {replica.step} exited {died} while the client was running",
+                        step=log_step(replica.plan),
+                        tail=log_tail(replica.log),
+                    )
+            self.stop.wait(self.poll_s)
+
+    def _client_ended(self, code: int, log: Path) -> None:
+        if code == 0:
+            manifest = self.layout.output_manifest(self.task.shard, self.task.attempt)
+            if manifest.is_file():
+                return
+            raise AttemptEnded(
+                "client_error", "the client worker exited 0 without writing output/manifest.json", step="client"
+            )
+        status = CLIENT_EXIT_STATUS.get(code, "client_error")
+        how = f"was killed by signal {-code}" if code < 0 else f"exited {code}"
+        raise AttemptEnded(status, f"the client worker {how}", step="client", tail=log_tail(log))
+
+    def _cancelled_check(self) -> None:
+        if self.stop.is_set():
+            why = f"{self.received[0]} received" if self.received else "stop requested"
+            raise AttemptEnded("cancelled", f"the attempt was cancelled ({why})")
+
+    def _stop_children(self) -> None:
+        processes = [p for p in [self.client, *(r.process for r in self.replicas)] if p is not None]
+        if processes:
+            self.say(f"stopping {len(processes)} process(es): TERM, then KILL after {self.stop_grace_s:.0f}s")
+            stop_processes(processes, grace_s=self.stop_grace_s)
+
+    def _write_status(self, ended: AttemptEnded) -> None:
+        record = StatusRecord(
+            status=ended.status,
+            exit_code=EXIT_CODES[ended.status],
+            message=str(ended),
+            step=ended.step,
+            log_tail=ended.tail,
+            started_at=self.started_at,
+            finished_at=self.clock(),
+        )
+        self.say(f"{ended.status}: {ended}")
+        for line in ended.tail:
+            self.say(f"  | {line}")
+        path = self.layout.status(self.task.shard, self.task.attempt)
+        result = write_record_once(path, STATUS_SCHEMA, record, clock=self.clock, operation="supervisor.status")
+        if isinstance(result, RecordConflict):
+            self.say(f"{path} already exists; not replaced")

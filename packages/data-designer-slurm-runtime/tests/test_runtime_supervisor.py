@@ -1,0 +1,500 @@
+"""The allocation supervisor end to end on this machine: a fake ``srun`` (runs the step locally, logs its argv),
+a fake ``scontrol``, the in-tree test server as a ``command`` deployment and a stand-in client worker.
+
+Each test compiles a real plan, writes it into a run directory and runs ``python -m
+data_designer.slurm.runtime.supervisor --plan plan.json`` there as Slurm's batch step would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from pydantic import BaseModel
+
+from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan
+from data_designer.slurm.planner import compile, load_run, plan_digest, resolve_config
+from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record
+from data_designer.slurm.runtime._run_layout import RunLayout
+from data_designer.slurm.runtime.supervisor import (
+    ATTEMPT_SCHEMA,
+    ENDPOINTS_RECORD,
+    ENDPOINTS_SCHEMA,
+    EXIT_CODES,
+    HEARTBEAT_SCHEMA,
+    PORT_SCHEMA,
+    STATUS_SCHEMA,
+    AttemptRecord,
+    HeartbeatRecord,
+    StatusRecord,
+)
+
+M = TypeVar("M", bound=BaseModel)
+RUN_ID = "sv-20261129T120000Z-abcdef"
+LAUNCH = [sys.executable, "-m", "data_designer.slurm.runtime._launch"]
+SERVER = [sys.executable, "-m", "data_designer.slurm.runtime.testing.test_server"]
+
+FAKE_SRUN = """\
+#!{python}
+# A fake srun: log the argv, then exec the command (the first word after the options) in place.
+import json, os, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_SRUN_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\\n")
+index = next(i for i, word in enumerate(args) if not word.startswith("-"))
+os.environ.update(SLURM_PROCID="0", SLURMD_NODENAME="node1", SLURM_STEP_GPUS="fake")
+os.execvp(args[index], args[index:])
+"""
+
+FAKE_SCONTROL = """\
+#!/bin/sh
+# A fake scontrol: one node, node1, at 127.0.0.1.
+case "$*" in
+  "show hostnames"*) echo node1 ;;
+  "-o show node"*) echo "NodeName=node1 Arch=x86_64 NodeAddr=127.0.0.1 NodeHostName=localhost" ;;
+  *) echo "fake scontrol: $*" >&2; exit 1 ;;
+esac
+"""
+
+STAND_IN_WORKER = """\
+# A stand-in client worker: calls every endpoint once, then behaves as STAND_IN_MODE says.
+import json, os, sys, time, urllib.request
+mode = os.environ.get("STAND_IN_MODE", "ok")
+attempt_dir = os.environ["DDSLURM_ATTEMPT_DIR"]
+with open(os.environ["DDSLURM_ENDPOINTS"]) as stream:
+    endpoints = json.load(stream)["payload"]["aliases"]
+answers = []
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+for alias, entry in sorted(endpoints.items()):
+    for base_url in entry["base_urls"]:
+        body = json.dumps({"model": entry["model"], "messages": [{"role": "user", "content": "hi"}]}).encode()
+        request = urllib.request.Request(base_url + "/chat/completions", data=body, headers={"Content-Type": "application/json"})
+        with opener.open(request, timeout=10) as answer:
+            reply = json.load(answer)
+        answers.append({"alias": alias, "base_url": base_url, "text": reply["choices"][0]["message"]["content"]})
+with open(os.path.join(attempt_dir, "stand-in-answers.json"), "w") as stream:
+    json.dump({"argv": sys.argv[1:], "answers": answers}, stream)
+if mode == "sleep":
+    print("stand-in: sleeping", flush=True)
+    time.sleep(600)
+if mode.startswith("exit"):
+    print(f"stand-in: failing with {mode}", file=sys.stderr, flush=True)
+    sys.exit(int(mode[4:]))
+if mode == "ok":
+    os.makedirs(os.path.join(attempt_dir, "output"), exist_ok=True)
+    with open(os.path.join(attempt_dir, "output", "manifest.json"), "w") as stream:
+        stream.write("{}")
+"""
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    stderr: str
+    elapsed_s: float
+    layout: RunLayout
+
+    @property
+    def attempt_dir(self) -> Path:
+        return self.layout.attempt_dir(0, 1)
+
+    def read(self, path: Path, schema: RecordSchema[M]) -> M:
+        result = read_record(path, schema)
+        assert isinstance(result, RecordOk), (path, result, self.stderr)
+        return result.payload
+
+    @property
+    def status(self) -> StatusRecord:
+        return self.read(self.layout.status(0, 1), STATUS_SCHEMA)
+
+    @property
+    def attempt(self) -> AttemptRecord:
+        return self.read(self.layout.attempt_record(0, 1), ATTEMPT_SCHEMA)
+
+    def srun_calls(self) -> list[list[str]]:
+        log = self.layout.root / "srun.log"
+        return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def compile_plan(
+    *, server_flags: tuple[str, ...] = (), replicas: int = 2, request_log_dir: Path, **client: Any
+) -> ExecutionPlan:
+    """Two test-server replicas of alias 'writer' on one node, and the stand-in worker as the client."""
+    argv = [*SERVER, "--host", "{host}", "--port", "{port}", "--model", "{served_name}"]
+    argv += ["--replica-id", "writer-{port}", "--request-log", f"{request_log_dir}/requests-{{port}}.jsonl"]
+    run = {
+        "schema_version": 1,
+        "name": "sv",
+        "data_designer": {
+            "inline": {
+                "model_configs": [{"alias": "writer", "model": "stub", "provider": "local"}],
+                "columns": [{"name": "a", "column_type": "llm-text", "model_alias": "writer", "prompt": "x"}],
+            }
+        },
+        "records": 4,
+        "sharding": {"shards": 1},
+        "deployments": {
+            "writer": {
+                "engine": "command",
+                "argv": [*argv, *server_flags],
+                "model": "stub",
+                "replicas": replicas,
+                "gpus_per_replica": 1,
+                "cpus_per_replica": 1,
+                "startup_timeout_s": 60,
+            }
+        },
+        "client": {"cpus": 1, "memory_gb": 1},
+    }
+    profile = ClusterProfile.model_validate(
+        {
+            "workspace_root": "/ws",
+            "account": "acct",
+            "partitions": {"gpu": "gpu", "cpu": "cpu"},
+            "gpus_per_node": 2,
+            "compute_python": {"interpreter": sys.executable},
+            "default_time_limit": "01:00:00",
+        }
+    )
+    spec = load_run(json.dumps(run), file="run.json")
+    plan = compile(spec, profile, cluster="local", config=resolve_config(spec))
+    return with_client(plan, **client)
+
+
+def with_client(plan: ExecutionPlan, *, worker: Path | None = None, python: str = sys.executable) -> ExecutionPlan:
+    """``plan`` with the stand-in worker as its client (and its digest recomputed)."""
+    argv = (python, str(worker), "--shard", "{shard}", "--attempt", "{attempt}") if worker else (python, "-c", "pass")
+    client = plan.allocation.client.model_copy(update={"argv": argv})
+    draft = plan.model_copy(update={"allocation": plan.allocation.model_copy(update={"client": client})})
+    return draft.model_copy(update={"digest": plan_digest(draft)})
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Iterator[Path]:
+    root = tmp_path / "ws"
+    (root / "runs" / RUN_ID).mkdir(parents=True)
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    for name, text in (("srun", FAKE_SRUN.format(python=sys.executable)), ("scontrol", FAKE_SCONTROL)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    (root / "stand_in_worker.py").write_text(STAND_IN_WORKER)
+    yield root
+    leftovers = processes_mentioning(str(tmp_path))
+    for pid in leftovers:  # never leave a stray behind, even when the test failed
+        os.kill(pid, signal.SIGKILL)
+    assert not leftovers, f"processes left behind: {leftovers}"
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def supervisor_env(root: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(
+        PATH=f"{root / 'bin'}:{env.get('PATH', '')}",
+        FAKE_SRUN_LOG=str(root / "srun.log"),
+        SLURM_JOB_NAME="sv-abcdef-c0",
+        SLURM_ARRAY_TASK_ID="0",
+        SLURM_ARRAY_JOB_ID="4242",
+        SLURM_JOB_ID="4243",
+        SLURM_JOB_NODELIST="node1",
+    )
+    env.update(extra)
+    return env
+
+
+def start_supervisor(root: Path, plan: ExecutionPlan, **env: str) -> subprocess.Popen[str]:
+    run_dir = root / "runs" / RUN_ID
+    (run_dir / "plan.json").write_text(plan.model_dump_json())
+    argv = [sys.executable, "-m", "data_designer.slurm.runtime.supervisor", "--plan", "plan.json"]
+    argv += ["--poll-interval-s", "0.1", "--heartbeat-interval-s", "0.3", "--stop-grace-s", "2"]
+    return subprocess.Popen(
+        argv, cwd=run_dir, env=supervisor_env(root, **env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def finish(process: subprocess.Popen[str], root: Path, started: float, timeout_s: float = 60) -> Outcome:
+    _, stderr = process.communicate(timeout=timeout_s)
+    return Outcome(process.returncode, stderr, time.monotonic() - started, RunLayout.of(root, RUN_ID))
+
+
+def run_supervisor(root: Path, plan: ExecutionPlan, **env: str) -> Outcome:
+    started = time.monotonic()
+    return finish(start_supervisor(root, plan, **env), root, started)
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_two_replicas_start_on_distinct_published_ports_and_both_answer(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    outcome = run_supervisor(workspace, plan)
+
+    assert outcome.returncode == 0, outcome.stderr
+    assert outcome.status.status == "succeeded"
+    attempt = outcome.attempt
+    ports = [r.port for r in attempt.replicas]
+    assert len(ports) == 2
+    assert None not in ports
+    assert len(set(ports)) == 2
+    assert [r.base_url for r in attempt.replicas] == [f"http://127.0.0.1:{p}/v1" for p in ports]
+    assert all(r.ready_at is not None and r.startup_s is not None for r in attempt.replicas)
+    # The target (poll interval + 0.1 s) is the benchmark's to measure; here: measured, and not absurd.
+    assert all(r.readiness_lag_s is not None and r.readiness_lag_s < 2 for r in attempt.replicas)
+    assert attempt.client_started_at is not None
+    assert (attempt.nodes, attempt.node_addresses) == (("node1",), ("127.0.0.1",))
+    endpoints = outcome.read(outcome.attempt_dir / ENDPOINTS_RECORD, ENDPOINTS_SCHEMA).aliases["writer"]
+    assert endpoints.base_urls == tuple(r.base_url for r in attempt.replicas)
+    answers = json.loads((outcome.attempt_dir / "stand-in-answers.json").read_text())
+    assert answers["argv"] == ["--shard", "0", "--attempt", "1"]
+    assert sorted(a["text"].split()[0] for a in answers["answers"]) == sorted(f"replica=writer-{p}" for p in ports)
+    for port in ports:  # each replica's own request log shows it served the request
+        assert (workspace / f"requests-{port}.jsonl").read_text().count("/v1/chat/completions") == 1
+    logs = outcome.layout.logs_dir(0, 1)
+    assert sorted(p.name for p in logs.iterdir()) == [
+        "client.log",
+        "server-writer-0.log",
+        "server-writer-1.log",
+        "supervisor.log",
+    ]
+
+
+def test_every_step_is_an_srun_with_explicit_resources(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    outcome = run_supervisor(workspace, plan, SLURM_JOB_GPUS="0,1", SLURM_MEM_PER_NODE="8000", SLURM_CPUS_ON_NODE="4")
+
+    assert outcome.returncode == 0, outcome.stderr
+    calls = outcome.srun_calls()
+    assert len(calls) == 2
+    for replica, call in enumerate(calls):
+        command = call.index(sys.executable)
+        assert call[:command] == [
+            "--exact",
+            "--nodes=1",
+            "--ntasks=1",
+            "--ntasks-per-node=1",
+            "--cpus-per-task=1",
+            "--relative=0",
+            "--export=ALL",
+            f"--job-name=writer-r{replica}",
+            "--kill-on-bad-exit=1",
+            "--gres=gpu:1",
+            "--mem=2000M",
+        ]
+        assert call[command + 1 : command + 3] == ["-m", "data_designer.slurm.runtime._launch"]
+        assert "{port}" in call, "the server argv reaches the launcher as a template"
+    ports = outcome.attempt.replicas[0].ports
+    assert [(p.task, p.node, p.step_gpus, p.bind_host) for p in ports] == [(0, "node1", "fake", "127.0.0.1")]
+
+
+def test_a_server_crashing_at_start_fails_the_attempt_within_seconds_with_its_log_tail(workspace: Path) -> None:
+    plan = compile_plan(
+        request_log_dir=workspace, server_flags=("--crash-at-start",), worker=workspace / "stand_in_worker.py"
+    )
+    outcome = run_supervisor(workspace, plan)
+
+    assert outcome.returncode == EXIT_CODES["server_failed_to_start"], outcome.stderr
+    status = outcome.status
+    assert status.status == "server_failed_to_start"
+    assert status.step is not None
+    assert status.step.startswith("server-writer-")
+    assert "exited 4 before it was ready" in status.message
+    assert any("simulated crash at start" in line for line in status.log_tail)
+    assert outcome.elapsed_s < 15, "classified long before the startup budget (60 s)"
+    assert not (outcome.attempt_dir / ENDPOINTS_RECORD).exists()
+    assert not (outcome.attempt_dir / "stand-in-answers.json").exists(), "the client never started"
+
+
+def test_a_server_dying_while_the_client_runs_is_server_died(workspace: Path) -> None:
+    plan = compile_plan(
+        request_log_dir=workspace, server_flags=("--crash-after", "1"), worker=workspace / "stand_in_worker.py"
+    )
+    outcome = run_supervisor(workspace, plan, STAND_IN_MODE="sleep")
+
+    assert outcome.returncode == EXIT_CODES["server_died"], outcome.stderr
+    assert outcome.status.status == "server_died"
+    assert "while the client was running" in outcome.status.message
+
+
+def test_without_srun_the_servers_fail_to_start(workspace: Path) -> None:
+    (workspace / "bin" / "srun").unlink()
+    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    outcome = run_supervisor(workspace, plan, PATH=str(workspace / "bin"))
+
+    assert outcome.returncode == EXIT_CODES["server_failed_to_start"], outcome.stderr
+    assert outcome.status.message.startswith("cannot run 'srun' for writer-r0: ")
+
+
+def test_an_unexpected_failure_is_an_internal_error_with_its_traceback(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    layout = RunLayout.of(workspace, RUN_ID)
+    layout.attempt_record(0, 1).mkdir(parents=True)  # attempt.json cannot be written: a directory is in the way
+    outcome = run_supervisor(workspace, plan)
+
+    assert outcome.returncode == EXIT_CODES["internal_error"] == 1, outcome.stderr
+    assert outcome.status.status == "internal_error"
+    assert outcome.status.message.startswith("the supervisor failed: UnavailableError: cannot access")
+    assert any("Traceback" in line or "Error" in line for line in outcome.status.log_tail)
+
+
+def test_a_wrong_interpreter_is_an_environment_mismatch(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace, python="/opt/elsewhere/bin/python")
+    outcome = run_supervisor(workspace, plan)
+
+    assert outcome.returncode == EXIT_CODES["environment_mismatch"], outcome.stderr
+    status = outcome.status
+    assert status.status == "environment_mismatch"
+    assert status.message.startswith("interpreter: the plan runs '/opt/elsewhere/bin/python'")
+    assert not (workspace / "srun.log").exists(), "nothing was started"
+
+
+def test_an_edited_plan_fails_its_digest_check(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    outcome = run_supervisor(workspace, plan.model_copy(update={"cluster": "edited"}))
+
+    assert outcome.returncode == EXIT_CODES["invalid_config"]
+    assert outcome.status.status == "invalid_config"
+    assert outcome.status.message.startswith("plan digest mismatch")
+
+
+@pytest.mark.parametrize(
+    ("mode", "status"), [("exit3", "client_error"), ("exit2", "invalid_config"), ("no-manifest", "client_error")]
+)
+def test_client_endings_are_classified(workspace: Path, mode: str, status: str) -> None:
+    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    outcome = run_supervisor(workspace, plan, STAND_IN_MODE=mode)
+
+    assert outcome.returncode == EXIT_CODES[status], outcome.stderr
+    assert outcome.status.status == status
+    assert outcome.status.step == "client"
+    if mode.startswith("exit"):
+        assert outcome.status.message == f"the client worker exited {mode[4:]}"
+        assert outcome.status.log_tail == (f"stand-in: failing with {mode}",)
+    else:
+        assert "without writing output/manifest.json" in outcome.status.message
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
+def test_heartbeats_then_a_signal_cancels_and_stops_every_child(workspace: Path, signum: signal.Signals) -> None:
+    # The servers ignore SIGTERM: stopping them needs the KILL after the grace period.
+    plan = compile_plan(
+        request_log_dir=workspace, server_flags=("--ignore-sigterm",), worker=workspace / "stand_in_worker.py"
+    )
+    started = time.monotonic()
+    process = start_supervisor(workspace, plan, STAND_IN_MODE="sleep")
+    layout = RunLayout.of(workspace, RUN_ID)
+    answers = layout.attempt_dir(0, 1) / "stand-in-answers.json"
+    try:
+        wait_for(answers.exists)
+        first = _heartbeat(layout)
+        wait_for(lambda: _heartbeat(layout).beat >= first.beat + 2, timeout_s=5)
+        assert _heartbeat(layout).phase == "client_running"
+        process.send_signal(signum)
+        outcome = finish(process, workspace, started)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert outcome.returncode == EXIT_CODES["cancelled"], outcome.stderr
+    assert outcome.status.status == "cancelled"
+    assert outcome.status.message == f"the attempt was cancelled ({signum.name} received)"
+    assert _heartbeat(layout).phase == "stopping"
+
+
+def _heartbeat(layout: RunLayout) -> HeartbeatRecord:
+    result = read_record(layout.heartbeat(0, 1), HEARTBEAT_SCHEMA)
+    assert isinstance(result, RecordOk), result
+    return result.payload
+
+
+def test_a_task_whose_attempt_is_claimed_by_someone_else_writes_nothing(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    first = run_supervisor(workspace, plan)
+    assert first.returncode == 0, first.stderr
+    before = sorted(p.name for p in first.attempt_dir.iterdir())
+
+    second = run_supervisor(workspace, plan, SLURM_ARRAY_JOB_ID="9999")
+
+    assert second.returncode == 4
+    assert "is already claimed by" in second.stderr
+    assert sorted(p.name for p in first.attempt_dir.iterdir()) == before
+
+
+def test_a_requeued_task_takes_the_next_attempt(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    first = run_supervisor(workspace, plan, STAND_IN_MODE="exit3")
+    assert first.returncode == EXIT_CODES["client_error"]
+
+    second = run_supervisor(workspace, plan, SLURM_RESTART_COUNT="1")
+
+    assert second.returncode == 0, second.stderr
+    assert second.read(second.layout.status(0, 2), STATUS_SCHEMA).status == "succeeded"
+    assert second.read(second.layout.attempt_record(0, 2), ATTEMPT_SCHEMA).restart_count == 1
+
+
+def test_a_job_name_without_a_chunk_is_refused_before_anything_is_written(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace)
+    outcome = run_supervisor(workspace, plan, SLURM_JOB_NAME="whatever")
+
+    assert outcome.returncode == EXIT_CODES["invalid_config"]
+    assert "job name 'whatever' does not end in '-c<chunk>'" in outcome.stderr
+    assert not outcome.layout.shards_dir.exists()
+
+
+def test_launcher_probes_publishes_and_execs(tmp_path: Path) -> None:
+    out = tmp_path / "argv.json"
+    script = "import json, sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"
+    options = ["--port-dir", str(tmp_path / "ports"), "--alias", "a", "--replica", "3", "--bind-host", "127.0.0.1"]
+    done = subprocess.run(
+        [*LAUNCH, *options, "--", sys.executable, "-c", script, str(out), "{host}", "{port}", "{{literal}}"],
+        env={**os.environ, "SLURM_PROCID": "1", "SLURM_STEP_GPUS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    argv = json.loads(out.read_text())
+    result = read_record(tmp_path / "ports" / "a-3.1.json", PORT_SCHEMA)
+    assert isinstance(result, RecordOk), result
+    assert argv == [str(out), "127.0.0.1", str(result.payload.port), "{literal}"]
+    assert (result.payload.task, result.payload.step_gpus) == (1, "1")
+
+
+def test_launcher_without_a_server_argv_fails_with_a_message(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*LAUNCH, "--port-dir", str(tmp_path), "--alias", "a", "--replica", "0", "--bind-host", "127.0.0.1", "--"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+    assert done.returncode == 97
+    assert "no server argv" in done.stderr

@@ -1,0 +1,256 @@
+"""The allocation supervisor on the real local Slurm cluster: real sbatch of a compiled plan, real srun steps.
+
+Each run is a plan compiled for the local cluster (``gpu`` partition, 2 fake GPUs per node) with the
+in-tree test server as a ``command`` deployment of two one-GPU replicas on one node and a stand-in client
+worker that calls each endpoint once. Every node is 127.0.0.1, so the servers of concurrent shards share
+one address space of ports: probed ports must not collide.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from pydantic import BaseModel
+
+from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan, SubmissionBinding
+from data_designer.slurm.planner import bind_submission, compile, load_run, plan_digest, resolve_config
+from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record
+from data_designer.slurm.runtime._run_layout import RunLayout
+from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
+
+pytestmark = pytest.mark.cluster
+
+M = TypeVar("M", bound=BaseModel)
+SERVER = [sys.executable, "-m", "data_designer.slurm.runtime.testing.test_server"]
+
+STAND_IN_WORKER = """\
+# A stand-in client worker: one chat completion from every endpoint, answers kept in the attempt directory.
+import json, os, sys, urllib.request
+attempt_dir = os.environ["DDSLURM_ATTEMPT_DIR"]
+with open(os.environ["DDSLURM_ENDPOINTS"]) as stream:
+    endpoints = json.load(stream)["payload"]["aliases"]
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+answers = []
+for alias, entry in sorted(endpoints.items()):
+    for base_url in entry["base_urls"]:
+        body = json.dumps({"model": entry["model"], "messages": [{"role": "user", "content": "hi"}]}).encode()
+        headers = {"Content-Type": "application/json"}
+        if entry["api_key_env"]:
+            headers["Authorization"] = "Bearer " + os.environ[entry["api_key_env"]]
+        request = urllib.request.Request(base_url + "/chat/completions", data=body, headers=headers)
+        with opener.open(request, timeout=10) as answer:
+            answers.append({"base_url": base_url, "text": json.load(answer)["choices"][0]["message"]["content"]})
+with open(os.path.join(attempt_dir, "stand-in-answers.json"), "w") as stream:
+    json.dump({"argv": sys.argv[1:], "answers": answers}, stream)
+os.makedirs(os.path.join(attempt_dir, "output"), exist_ok=True)
+with open(os.path.join(attempt_dir, "output", "manifest.json"), "w") as stream:
+    stream.write("{}")
+"""
+
+
+@dataclass
+class SubmittedRun:
+    layout: RunLayout
+    job_id: str
+    submitted_at: float
+
+    def wait_for_status(self, shard: int, timeout_s: float) -> tuple[StatusRecord, float]:
+        """The shard's final status and how long after submission it appeared."""
+        path = self.layout.status(shard, 1)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            result = read_record(path, STATUS_SCHEMA)
+            if isinstance(result, RecordOk):
+                return result.payload, time.monotonic() - self.submitted_at
+            assert time.monotonic() < deadline, f"no status for shard {shard} after {timeout_s}s: {self.diagnosis()}"
+            time.sleep(0.1)
+
+    def read(self, path: Path, schema: RecordSchema[M]) -> M:
+        result = read_record(path, schema)
+        assert isinstance(result, RecordOk), (path, result)
+        return result.payload
+
+    def attempt(self, shard: int) -> AttemptRecord:
+        return self.read(self.layout.attempt_record(shard, 1), ATTEMPT_SCHEMA)
+
+    def diagnosis(self) -> str:
+        files = sorted(self.layout.run_dir.glob("slurm-*")) + sorted(self.layout.run_dir.glob("shards/*/*/*/logs/*"))
+        return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-2000:]}" for p in files)
+
+
+def compile_plan(
+    tmp_path: Path,
+    local_slurm: Mapping[str, str],
+    *,
+    shards: int,
+    server_flags: tuple[str, ...] = (),
+    replicas: int = 2,
+    gpus_per_replica: int = 1,
+) -> ExecutionPlan:
+    argv = [*SERVER, "--host", "{host}", "--port", "{port}", "--model", "{served_name}"]
+    argv += ["--replica-id", "writer-{port}", "--request-log", f"{tmp_path}/requests-{{port}}.jsonl", *server_flags]
+    run = {
+        "schema_version": 1,
+        "name": "svc",
+        "data_designer": {
+            "inline": {
+                "model_configs": [{"alias": "writer", "model": "stub", "provider": "local"}],
+                "columns": [{"name": "a", "column_type": "llm-text", "model_alias": "writer", "prompt": "x"}],
+            }
+        },
+        "records": 2 * shards,
+        "sharding": {"shards": shards},
+        "deployments": {
+            "writer": {
+                "engine": "command",
+                "argv": argv,
+                "model": "stub",
+                "replicas": replicas,
+                "gpus_per_replica": gpus_per_replica,
+                "cpus_per_replica": 1,
+                "startup_timeout_s": 600,
+            }
+        },
+        "client": {"cpus": 1, "memory_gb": 1},
+        "submission": {"warning_lead_s": 60, "drain_grace_s": 30},
+    }
+    profile = ClusterProfile.model_validate(
+        {
+            "workspace_root": str(tmp_path / "ws"),
+            "account": local_slurm["DDSLURM_ACCOUNT"],
+            "partitions": {"gpu": local_slurm["DDSLURM_GPU_PARTITION"], "cpu": local_slurm["DDSLURM_CPU_PARTITION"]},
+            "gpus_per_node": int(local_slurm["DDSLURM_GPUS_PER_NODE"]),
+            "compute_python": {"interpreter": sys.executable},
+            "default_time_limit": "00:15:00",
+        }
+    )
+    spec = load_run(json.dumps(run), file="run.json")
+    plan = compile(spec, profile, cluster=local_slurm["DDSLURM_CLUSTER"], config=resolve_config(spec))
+    worker = tmp_path / "stand_in_worker.py"
+    worker.write_text(STAND_IN_WORKER)
+    client = plan.allocation.client.model_copy(
+        update={"argv": (sys.executable, str(worker), "--shard", "{shard}", "--attempt", "{attempt}")}
+    )
+    draft = plan.model_copy(update={"allocation": plan.allocation.model_copy(update={"client": client})})
+    return draft.model_copy(update={"digest": plan_digest(draft)})
+
+
+def submit(tmp_path: Path, local_slurm: Mapping[str, str], plan: ExecutionPlan) -> SubmittedRun:
+    run_id = f"svc-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
+    layout = RunLayout.of(tmp_path / "ws", run_id)
+    layout.run_dir.mkdir(parents=True)
+    layout.plan_record.write_text(plan.model_dump_json())
+    unit = bind_submission(plan, SubmissionBinding(run_id=run_id, run_dir=str(layout.run_dir), job_name_prefix=run_id))
+    runner = SubprocessRunner(overrides={k: v for k, v in local_slurm.items() if k in ("SLURM_CONF", "PATH")})
+    started = time.monotonic()
+    result = SlurmScheduler(runner).submit(unit, since=datetime.now(UTC) - timedelta(minutes=5))
+    return SubmittedRun(layout, result.chunks[0].job_id, started)
+
+
+def assert_nothing_left(run: SubmittedRun, local_slurm: Mapping[str, str], mention: str) -> None:
+    runner = SubprocessRunner(overrides={k: v for k, v in local_slurm.items() if k in ("SLURM_CONF", "PATH")})
+    deadline = time.monotonic() + 60
+    while True:
+        queue = runner.run(["squeue", "--noheader", "-j", run.job_id, "-o", "%i %T"], timeout_s=30)
+        if queue.ok and not queue.stdout.strip():
+            break
+        assert time.monotonic() < deadline, queue.stdout
+        time.sleep(0.5)
+    deadline = time.monotonic() + 10
+    while left := processes_mentioning(mention):
+        assert time.monotonic() < deadline, f"processes left behind: {left}"
+        time.sleep(0.2)
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_two_shards_each_with_two_replicas_on_disjoint_gpus_succeed_without_port_collisions(
+    tmp_path: Path, local_slurm: dict[str, str]
+) -> None:
+    run = submit(tmp_path, local_slurm, compile_plan(tmp_path, local_slurm, shards=2))
+    statuses = [run.wait_for_status(shard, timeout_s=120) for shard in (0, 1)]
+    assert_nothing_left(run, local_slurm, str(tmp_path))
+
+    assert [s.status for s, _ in statuses] == ["succeeded", "succeeded"], run.diagnosis()
+    all_ports: list[int] = []
+    for shard in (0, 1):
+        attempt = run.attempt(shard)
+        assert len(attempt.replicas) == 2
+        steps = [replica.ports[0] for replica in attempt.replicas]
+        # Two steps on one node, each with its own Slurm-assigned GPU.
+        assert len({step.node for step in steps}) == 1
+        gpus = [step.step_gpus for step in steps]
+        assert None not in gpus
+        assert len(set(gpus)) == 2, gpus
+        assert len({step.cuda_visible_devices for step in steps}) == 2
+        ports = [replica.port for replica in attempt.replicas]
+        assert None not in ports
+        all_ports += [p for p in ports if p is not None]
+        answers = json.loads((run.layout.attempt_dir(shard, 1) / "stand-in-answers.json").read_text())
+        assert answers["argv"] == ["--shard", str(shard), "--attempt", "1"]
+        assert sorted(a["text"].split()[0] for a in answers["answers"]) == sorted(f"replica=writer-{p}" for p in ports)
+        startups = [replica.startup_s for replica in attempt.replicas]
+        print(f"shard {shard}: nodes {attempt.nodes}, GPUs {gpus}, ports {ports}, startup {startups}")
+    assert len(set(all_ports)) == 4, f"servers of concurrent shards collided on ports: {all_ports}"
+    for port in all_ports:
+        assert (tmp_path / f"requests-{port}.jsonl").read_text().count("/v1/chat/completions") == 1
+
+
+def test_a_server_crashing_at_start_is_classified_within_30_seconds(
+    tmp_path: Path, local_slurm: dict[str, str]
+) -> None:
+    plan = compile_plan(tmp_path, local_slurm, shards=1, server_flags=("--crash-at-start",))
+    assert plan.allocation.replicas[0].startup_timeout_s == 600
+    run = submit(tmp_path, local_slurm, plan)
+    status, elapsed = run.wait_for_status(0, timeout_s=60)
+    assert_nothing_left(run, local_slurm, str(tmp_path))
+
+    print(f"crash at start classified {elapsed:.1f}s after submission")
+    assert status.status == "server_failed_to_start", run.diagnosis()
+    assert any("simulated crash at start" in line for line in status.log_tail), status
+    assert elapsed < 30
+    assert not (run.layout.attempt_dir(0, 1) / "stand-in-answers.json").exists()
+
+
+def test_a_replica_spanning_two_nodes_probes_a_port_on_each_and_serves_with_the_attempt_key(
+    tmp_path: Path, local_slurm: dict[str, str]
+) -> None:
+    plan = compile_plan(
+        tmp_path, local_slurm, shards=1, replicas=1, gpus_per_replica=4, server_flags=("--api-key-env", "{api_key_env}")
+    )
+    (replica,) = plan.allocation.replicas
+    assert (replica.node_indices, replica.bind, replica.requires_api_key) == ((0, 1), "all", True)
+    run = submit(tmp_path, local_slurm, plan)
+    status, _ = run.wait_for_status(0, timeout_s=120)
+    assert_nothing_left(run, local_slurm, str(tmp_path))
+
+    assert status.status == "succeeded", run.diagnosis()
+    (started,) = run.attempt(0).replicas
+    assert [(p.task, p.node, p.bind_host) for p in started.ports] == [(0, "node1", "0.0.0.0"), (1, "node2", "0.0.0.0")]
+    assert len({p.port for p in started.ports}) == 2, "the tasks on both nodes (one address here) got distinct ports"
+    assert started.base_url == f"http://127.0.0.1:{started.ports[0].port}/v1"
+    answers = json.loads((run.layout.attempt_dir(0, 1) / "stand-in-answers.json").read_text())
+    assert [a["text"].split()[0] for a in answers["answers"]] == [f"replica=writer-{started.port}"]
