@@ -96,9 +96,16 @@ def load_builder(host: Host, config: Mapping[str, Any]) -> Any:
 
 
 def rewrite_models(
-    host: Host, builder: Any, endpoints: Mapping[str, AliasEndpoints], concurrency: Mapping[str, int]
+    host: Host,
+    builder: Any,
+    endpoints: Mapping[str, AliasEndpoints],
+    concurrency: Mapping[str, int],
+    routed: Mapping[str, str],
 ) -> list[Any]:
-    """Point every alias at its endpoint (first base URL) with the planned concurrency; returns the providers.
+    """Point every alias at its endpoint with the planned concurrency; returns the providers.
+
+    The endpoint is the alias's router in ``routed`` (alias -> local URL) where it has one, else its
+    first base URL.
 
     API keys travel by environment variable name: the host's secret resolver reads the value.
     """
@@ -114,7 +121,10 @@ def rewrite_models(
         name = PROVIDER_PREFIX + alias
         providers.append(
             host.config.ModelProvider(
-                name=name, endpoint=endpoint.base_urls[0], provider_type="openai", api_key=endpoint.api_key_env
+                name=name,
+                endpoint=routed.get(alias, endpoint.base_urls[0]),
+                provider_type="openai",
+                api_key=endpoint.api_key_env,
             )
         )
         model = existing.get(alias)

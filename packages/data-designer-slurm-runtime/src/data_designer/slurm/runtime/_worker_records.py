@@ -83,6 +83,27 @@ class ColumnType(BaseModel):
     type: str = Field(description="The Arrow type as Arrow prints it, e.g. 'large_string', 'int64'.")
 
 
+class ReplicaRequests(BaseModel):
+    """What one replica (base URL) of a routed alias served."""
+
+    model_config = FROZEN
+
+    base_url: str
+    requests: NonNegativeInt = Field(description="Requests it answered (any HTTP status).")
+    failures: NonNegativeInt = Field(description="Exchanges that failed (refused, reset, closed unanswered).")
+
+
+class Routing(BaseModel):
+    """How the worker's local router spread an alias's requests over its replicas (``runtime._router``)."""
+
+    model_config = FROZEN
+
+    router_url: str = Field(description="The local endpoint the client used.")
+    replicas: tuple[ReplicaRequests, ...] = Field(description="One per base URL, in the endpoints record's order.")
+    failovers: NonNegativeInt = Field(description="Requests sent on to another replica after one failed.")
+    unrouted: NonNegativeInt = Field(description="Requests no replica answered (the client got 502).")
+
+
 class ModelUsage(BaseModel):
     """What one model alias served to this attempt (from the host's usage tracking)."""
 
@@ -90,12 +111,13 @@ class ModelUsage(BaseModel):
 
     kind: Literal["deployed", "external"]
     model: str
-    base_urls: tuple[str, ...] = Field(description="Every base URL the alias had; the worker used the first.")
-    used_base_url: str
+    base_urls: tuple[str, ...] = Field(description="Every base URL the alias had.")
+    used_base_url: str = Field(description="The first base URL (with several, ``routing`` tells how they served).")
     successful_requests: NonNegativeInt | None = Field(description="None when usage_source is 'unavailable'.")
     failed_requests: NonNegativeInt | None
     input_tokens: NonNegativeInt | None
     output_tokens: NonNegativeInt | None
+    routing: Routing | None = Field(default=None, description="Per-replica counts; None for an alias with one URL.")
 
 
 class Timings(BaseModel):

@@ -25,6 +25,7 @@ from typing import Any
 
 from data_designer.slurm.contracts import __version__ as runtime_version
 from data_designer.slurm.runtime._records import RecordWritten, system_clock, write_record_once
+from data_designer.slurm.runtime._router import Router, start_routers
 from data_designer.slurm.runtime._worker_host import (
     ConfigRejected,
     Host,
@@ -65,6 +66,8 @@ from data_designer.slurm.runtime._worker_records import (
     ModelUsage,
     OutputManifest,
     OutputPart,
+    ReplicaRequests,
+    Routing,
     Timings,
     WorkerError,
 )
@@ -114,16 +117,25 @@ def run(inputs: WorkerInputs, progress: ProgressWriter, *, started: datetime) ->
     clashes = clashing_columns([column.name for column in builder.get_column_configs()])
     if clashes:
         raise ConfigRejected(f"column names {clashes} are reserved for provenance; rename them")
-    providers = rewrite_models(host, builder, inputs.endpoints, inputs.concurrency)
-    artifacts = inputs.attempt_dir / ARTIFACTS_DIR
-    designer, tap = make_designer(host, artifacts, providers, batch_size=inputs.plan.allocation.client.batch_size)
-    validate(designer, builder)
-    t2 = clock()
-    progress.publish("generating")
-    datasets = [_generate(designer, builder, inputs, item, progress) for item in inputs.ranges]
-    t3 = clock()
+    routers = start_routers({alias: endpoint.base_urls for alias, endpoint in inputs.endpoints.items()})
+    try:
+        routed = {alias: router.base_url for alias, router in routers.items()}
+        providers = rewrite_models(host, builder, inputs.endpoints, inputs.concurrency, routed)
+        artifacts = inputs.attempt_dir / ARTIFACTS_DIR
+        designer, tap = make_designer(host, artifacts, providers, batch_size=inputs.plan.allocation.client.batch_size)
+        validate(designer, builder)
+        t2 = clock()
+        progress.publish("generating")
+        datasets = [_generate(designer, builder, inputs, item, progress) for item in inputs.ranges]
+        t3 = clock()
+    finally:
+        for router in routers.values():
+            router.close()
     progress.publish("writing")
-    manifest = _publish(inputs, host, tap, datasets, started=started, seconds=(t1 - t0, t2 - t1, t3 - t2), clock=clock)
+    routing = {alias: _routing(router) for alias, router in routers.items()}
+    manifest = _publish(
+        inputs, host, tap, datasets, routing, started=started, seconds=(t1 - t0, t2 - t1, t3 - t2), clock=clock
+    )
     progress.publish("succeeded")
     return manifest
 
@@ -161,6 +173,7 @@ def _publish(
     host: Host,
     tap: UsageTap,
     datasets: list[Path],
+    routing: dict[str, Routing],
     *,
     started: datetime,
     seconds: tuple[float, float, float],
@@ -197,7 +210,7 @@ def _publish(
         arrow_schema=final.to_string(show_schema_metadata=False),
         parts=tuple(parts),
         usage_source="host" if tap.supported else "unavailable",
-        models=_usage(inputs, tap),
+        models=_usage(inputs, tap, routing),
         timings=Timings(
             worker_started_at=started,
             worker_finished_at=system_clock(),
@@ -220,7 +233,20 @@ def _publish(
     return manifest
 
 
-def _usage(inputs: WorkerInputs, tap: UsageTap) -> dict[str, ModelUsage]:
+def _routing(router: Router) -> Routing:
+    stats = router.stats()
+    return Routing(
+        router_url=router.base_url,
+        replicas=tuple(
+            ReplicaRequests(base_url=item.base_url, requests=item.requests, failures=item.failures)
+            for item in stats.upstreams
+        ),
+        failovers=stats.failovers,
+        unrouted=stats.unrouted,
+    )
+
+
+def _usage(inputs: WorkerInputs, tap: UsageTap, routing: dict[str, Routing]) -> dict[str, ModelUsage]:
     """Per alias: requests and tokens over every create call (None throughout when the host hides them)."""
     totals: dict[str, tuple[int, int, int, int]] = {}
     known = tap.supported
@@ -255,6 +281,7 @@ def _usage(inputs: WorkerInputs, tap: UsageTap) -> dict[str, ModelUsage]:
             failed_requests=row[1],
             input_tokens=row[2],
             output_tokens=row[3],
+            routing=routing.get(alias),
         )
     return out
 

@@ -1,0 +1,181 @@
+"""The worker's local router over real HTTP: spreading by load, failover from dead replicas, 502 when none is left.
+
+In-process :class:`StubModelServer` replicas serve the healthy cases; replicas that die mid-run are
+the test server's own subprocess with ``--crash-after N`` (the crash ends the whole process).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+from data_designer.slurm.runtime._router import Router, start_routers
+from data_designer.slurm.runtime.testing import EXIT_CRASHED, StubModelServer, StubServerConfig, stub_server_argv
+
+MODEL = "stub/model-r"
+KEY = "router-test-key"
+
+
+def post(router: Router, *, key: str | None = KEY, text: str = "hi") -> tuple[int, dict[str, Any]]:
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": text}]}).encode()
+    request = urllib.request.Request(router.base_url + "/chat/completions", data=body, method="POST")
+    request.add_header("Content-Type", "application/json")
+    if key is not None:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def replica_of(reply: dict[str, Any]) -> str:
+    text: str = reply["choices"][0]["message"]["content"]
+    return text.split()[0].removeprefix("replica=")
+
+
+def dead_url() -> str:
+    with socket.socket() as probe:  # bound, never listened on, closed: connections are refused
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+
+
+@pytest.fixture
+def two_stubs() -> Iterator[list[StubModelServer]]:
+    with ExitStack() as stack:
+        yield [
+            stack.enter_context(StubModelServer(StubServerConfig(model=MODEL, replica_id=name, api_key=KEY)))
+            for name in ("a", "b")
+        ]
+
+
+def test_sequential_requests_alternate_between_idle_replicas(two_stubs: list[StubModelServer]) -> None:
+    with Router([stub.base_url for stub in two_stubs]) as router:
+        replies = [post(router, text=f"q{i}") for i in range(10)]
+    assert [status for status, _ in replies] == [200] * 10
+    assert [replica_of(reply) for _, reply in replies] == ["a", "b"] * 5
+    stats = router.stats()
+    assert [(item.requests, item.failures) for item in stats.upstreams] == [(5, 0), (5, 0)]
+    assert (stats.failovers, stats.unrouted) == (0, 0)
+
+
+def test_headers_and_answers_pass_through(two_stubs: list[StubModelServer]) -> None:
+    with Router([stub.base_url for stub in two_stubs]) as router:
+        status, reply = post(router, key=None)
+        assert (status, reply["error"]["type"]) == (401, "authentication_error")
+        status, reply = post(router, key="wrong")
+        assert status == 401
+        status, reply = post(router)
+        assert status == 200
+        assert reply["usage"]["total_tokens"] > 0
+    assert sum(item.requests for item in router.stats().upstreams) == 3
+
+
+def test_the_replica_with_fewer_outstanding_requests_is_chosen() -> None:
+    slow = StubServerConfig(model=MODEL, replica_id="slow", latency_s=1.0)
+    fast = StubServerConfig(model=MODEL, replica_id="fast")
+    with (
+        StubModelServer(slow) as first,
+        StubModelServer(fast) as second,
+        Router([first.base_url, second.base_url]) as r,
+    ):
+        held: list[tuple[int, dict[str, Any]]] = []
+        thread = threading.Thread(target=lambda: held.append(post(r, key=None, text="long")))
+        thread.start()
+        while first.admitted == 0 and thread.is_alive():
+            threading.Event().wait(0.01)
+        quick = [post(r, key=None, text=f"q{i}") for i in range(3)]
+        thread.join(timeout=10)
+    assert [replica_of(reply) for _, reply in held] == ["slow"]
+    assert [replica_of(reply) for _, reply in quick] == ["fast"] * 3
+    assert [item.requests for item in r.stats().upstreams] == [1, 3]
+
+
+def test_a_dead_replica_is_failed_over_once_then_avoided(two_stubs: list[StubModelServer]) -> None:
+    dead = dead_url()
+    with Router([dead, two_stubs[0].base_url], cooldown_s=60) as router:
+        replies = [post(router) for _ in range(6)]
+    assert [status for status, _ in replies] == [200] * 6
+    stats = router.stats()
+    assert [(item.base_url, item.requests, item.failures) for item in stats.upstreams] == [
+        (dead, 0, 1),
+        (two_stubs[0].base_url, 6, 0),
+    ]
+    assert (stats.failovers, stats.unrouted) == (1, 0)
+
+
+def test_no_live_replica_is_a_clear_502() -> None:
+    urls = [dead_url(), dead_url()]
+    with Router(urls, cooldown_s=60) as router:
+        status, reply = post(router)
+        again, _ = post(router)  # replicas marked dead are still tried: one may have come back
+    assert (status, again) == (502, 502)
+    assert reply["error"]["code"] == "no_live_replica"
+    assert all(url in reply["error"]["message"] for url in urls)
+    stats = router.stats()
+    assert [item.failures for item in stats.upstreams] == [2, 2]
+    assert (stats.failovers, stats.unrouted) == (2, 2)
+
+
+def test_only_aliases_with_several_urls_get_a_router(two_stubs: list[StubModelServer]) -> None:
+    routers = start_routers({"one": [two_stubs[0].base_url], "two": [stub.base_url for stub in two_stubs]})
+    try:
+        assert set(routers) == {"two"}
+        assert post(routers["two"])[0] == 200
+    finally:
+        for router in routers.values():
+            router.close()
+
+
+@pytest.fixture
+def crashing_pair() -> Iterator[tuple[subprocess.Popen[str], subprocess.Popen[str], list[str]]]:
+    processes: list[subprocess.Popen[str]] = []
+    urls: list[str] = []
+    try:
+        for config in (
+            StubServerConfig(model=MODEL, replica_id="dies", crash_after=3, latency_s=0.02),
+            StubServerConfig(model=MODEL, replica_id="lives", latency_s=0.02),
+        ):
+            argv = stub_server_argv(config)
+            process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            processes.append(process)
+            assert process.stdout is not None
+            line = process.stdout.readline().strip()
+            assert line.startswith("ready "), (line, process.stderr.read() if process.stderr else "")
+            urls.append(f"http://{line.removeprefix('ready ')}/v1")
+        yield processes[0], processes[1], urls
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.communicate(timeout=10)
+
+
+def test_a_replica_dying_mid_run_is_failed_over(
+    crashing_pair: tuple[subprocess.Popen[str], subprocess.Popen[str], list[str]],
+) -> None:
+    dies, lives, urls = crashing_pair
+    with Router(urls, cooldown_s=60) as router, ThreadPoolExecutor(4) as pool:
+        replies = list(pool.map(lambda i: post(router, key=None, text=f"q{i}"), range(40)))
+    assert [status for status, _ in replies] == [200] * 40
+    assert dies.wait(timeout=10) == EXIT_CRASHED
+    assert lives.poll() is None
+    served = Counter(replica_of(reply) for _, reply in replies)
+    assert served == {"dies": 3, "lives": 37}
+    stats = router.stats()
+    assert [item.requests for item in stats.upstreams] == [3, 37]
+    assert stats.upstreams[0].failures >= 1
+    assert stats.failovers >= 1
+    assert stats.failovers == stats.upstreams[0].failures
+    assert stats.unrouted == 0
