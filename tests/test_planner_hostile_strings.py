@@ -45,6 +45,10 @@ from data_designer.slurm.contracts import ExecutionPlan
 from data_designer.slurm.planner._argv import bind_argv
 
 dump = os.environ["HOSTILE_DUMP"]
+if sys.argv[1:2] == ["-c"]:  # the script's preflight import check
+    with open(os.path.join(dump, "preflight.json"), "w", encoding="utf-8") as out:
+        json.dump(sys.argv, out)
+    sys.exit(0)
 with open(os.path.join(dump, "supervisor.json"), "w", encoding="utf-8") as out:
     json.dump(sys.argv, out)
 plan = ExecutionPlan.model_validate_json(open(sys.argv[sys.argv.index("--plan") + 1], encoding="utf-8").read())
@@ -165,6 +169,8 @@ def test_hostile_strings_reach_every_argv_byte_for_byte_and_run_nothing(tmp_path
     created = sorted(p.name for p in tmp_path.rglob("PWNED*")) + sorted(p.name for p in Path.cwd().glob("PWNED*"))
     assert created == []
 
+    preflight = json.loads((dump / "preflight.json").read_text(encoding="utf-8"))
+    assert preflight == [str(interpreter), "-c", "import data_designer.slurm.runtime.supervisor"]
     supervisor = json.loads((dump / "supervisor.json").read_text(encoding="utf-8"))
     assert supervisor == [str(interpreter), "-m", "data_designer.slurm.runtime.supervisor", "--plan", "plan.json"]
 

@@ -296,21 +296,24 @@ def test_a_server_crashing_at_start_is_classified_with_its_log_tail_within_30_se
     assert not run.layout.output_manifest(0, 1).exists()
 
 
-def test_a_compute_python_without_the_runtime_fails_the_job_naming_the_missing_package(
+def test_a_compute_python_without_the_runtime_fails_as_environment_mismatch(
     tmp_path: Path, local_slurm: dict[str, str]
 ) -> None:
-    """What happens today, and the gap: the batch script ``exec``s ``<python> -m data_designer.slurm.runtime.supervisor``,
-    so an interpreter without the runtime cannot import the supervisor that would classify the attempt as
-    ``environment_mismatch``. The job fails (exit 1) with ``ModuleNotFoundError`` in its Slurm error file and no
-    ``status.json`` is written; the login side has to classify from those (not built yet: issue-5 report).
+    """An interpreter without the runtime cannot import the supervisor, so the batch script's preflight import
+    ends the job with the supervisor's ``environment_mismatch`` exit code (6) before ``exec``; Slurm's record
+    then classifies it, and the job's error file names the missing package. No attempt is claimed.
     """
+    from data_designer.slurm.planner._sbatch import ENVIRONMENT_MISMATCH_EXIT_CODE
+    from data_designer.slurm.runtime.supervisor import EXIT_CODES
+
+    assert EXIT_CODES["environment_mismatch"] == ENVIRONMENT_MISMATCH_EXIT_CODE
     bare = tmp_path / "bare-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
     python = str(bare / "bin" / "python")
     assert subprocess.run([python, "-c", "import data_designer"], capture_output=True, check=False).returncode != 0
     run = execute_and_wait(tmp_path, local_slurm, run_document(shards=1, records=4), python)
     task = run.tasks[0]
-    assert (task.state, task.exit_code) == ("failed", 1), task
+    assert (task.state, task.exit_code) == ("failed", ENVIRONMENT_MISMATCH_EXIT_CODE), task
     assert run.statuses == {}, "a supervisor that cannot be imported writes no status"
     errors = "".join(p.read_text(errors="replace") for p in run.layout.run_dir.glob("slurm-*.err"))
     assert "ModuleNotFoundError: No module named 'data_designer'" in errors, run.diagnosis()

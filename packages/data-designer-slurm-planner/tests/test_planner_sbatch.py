@@ -46,6 +46,7 @@ def test_the_script_in_full() -> None:
         "#SBATCH --account=acct\n"
         "#SBATCH --signal=B:USR1@300\n"
         "#SBATCH --no-requeue\n"
+        "/venv/bin/python -c 'import data_designer.slurm.runtime.supervisor' || exit 6\n"
         "exec /venv/bin/python -m data_designer.slurm.runtime.supervisor --plan plan.json\n"
     )
 
@@ -88,7 +89,8 @@ def test_plain_tokens(value: str, plain: bool) -> None:
     assert is_plain_token(value) is plain
 
 
-def test_only_the_last_line_is_not_a_comment() -> None:
+def test_only_the_preflight_and_exec_lines_are_not_comments() -> None:
     lines = render_script(REQUEST).script.splitlines()
-    assert all(line.startswith("#") for line in lines[:-1])
+    assert all(line.startswith("#") for line in lines[:-2])
+    assert lines[-2] == "/venv/bin/python -c 'import data_designer.slurm.runtime.supervisor' || exit 6"
     assert lines[-1].startswith("exec ")

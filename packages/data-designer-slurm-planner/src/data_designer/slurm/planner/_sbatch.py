@@ -2,8 +2,9 @@
 
 The script holds no authored argv. Its ``#SBATCH`` lines come only from validated values (counts,
 the canonical time limit, the signal lead, requeue, and partition/account names that are plain
-tokens); its body only ``exec``s the allocation supervisor, which reads every server and client
-argv from ``plan.json`` and runs them without a shell. The launcher words (the compute Python, or
+tokens); its body checks that the launcher can import the runtime (else it exits with the supervisor's
+``environment_mismatch`` code, 6) and ``exec``s the allocation supervisor, which reads every server
+and client argv from ``plan.json`` and runs them without a shell. The launcher words (the compute Python, or
 a container runtime and image) are each shell-quoted. A partition or account that is not a plain
 token is never written into the script: it travels as one sbatch argv element instead.
 
@@ -59,6 +60,11 @@ class RenderedScript:
     sbatch_args: tuple[str, ...]
 
 
+ENVIRONMENT_MISMATCH_EXIT_CODE = 6
+"""Exit code of an allocation whose compute Python lacks the runtime (the supervisor's environment_mismatch)."""
+PREFLIGHT_IMPORT = "import data_designer.slurm.runtime.supervisor"
+
+
 def is_plain_token(value: str) -> bool:
     """Whether ``value`` may appear in a ``#SBATCH`` line unchanged (letters, digits and ``._,+:@-``)."""
     return _TOKEN.match(value) is not None
@@ -94,6 +100,10 @@ def render_script(request: ScriptRequest) -> RenderedScript:
             extra.append(f"--{option}={value}")
     lines.append(f"#SBATCH --signal=B:USR1@{request.warning_lead_s}")
     lines.append("#SBATCH --requeue" if request.requeue else "#SBATCH --no-requeue")
+    launcher = " ".join(shlex.quote(word) for word in request.launcher)
+    # A compute Python that cannot import the runtime never reaches the supervisor's own checks: end
+    # with the supervisor's environment_mismatch exit code so the scheduler's record classifies it.
+    lines.append(f"{launcher} -c {shlex.quote(PREFLIGHT_IMPORT)} || exit {ENVIRONMENT_MISMATCH_EXIT_CODE}")
     lines.append("exec " + " ".join(shlex.quote(word) for word in supervisor_argv(request.launcher)))
     return RenderedScript(script="\n".join(lines) + "\n", sbatch_args=tuple(extra))
 
