@@ -121,8 +121,10 @@ class Outcome:
         return self.read(self.layout.attempt_record(0, 1), ATTEMPT_SCHEMA)
 
     def srun_calls(self) -> list[list[str]]:
+        """Every srun argv, ordered by step name: steps start concurrently, so the log's order is not stable."""
         log = self.layout.root / "srun.log"
-        return [json.loads(line) for line in log.read_text().splitlines()]
+        calls: list[list[str]] = [json.loads(line) for line in log.read_text().splitlines()]
+        return sorted(calls, key=lambda call: [arg for arg in call if arg.startswith("--job-name=")])
 
 
 def compile_plan(
