@@ -97,19 +97,6 @@ def execute(
     run("execute.dry_run", call, render, as_json=as_json, debug=debug)
 
 
-def not_available(command: str, fix: str) -> Exception:
-    """The error of a command whose submitting form has not landed yet (exit 2)."""
-    from data_designer.slurm.contracts import InvalidInputError
-
-    return InvalidInputError(
-        f"{command} without --dry-run is not available yet: submitting needs the allocation runtime, "
-        "which arrives in a later release",
-        code="not_available",
-        key_path="--dry-run",
-        hint=f"pass --dry-run to compile and review the plan: {fix}",
-    )
-
-
 def gpu_hours(value: float | None) -> str:
     if value is None:
         return "unknown"
