@@ -31,6 +31,15 @@ from data_designer.slurm.planner._digest import (
     sha256_digest,
 )
 from data_designer.slurm.planner._document import Document, KeyPath, detect_format, format_key_path, parse_document
+from data_designer.slurm.planner._dry_run import (
+    BENCHMARK_PLAN_FILE,
+    CHILDREN_DIR,
+    SCRIPT_FILE,
+    SUBMISSION_FILE,
+    DryRunFile,
+    benchmark_files,
+    plan_files,
+)
 from data_designer.slurm.planner._expand import (
     CHILD_ID_LENGTH,
     benchmark_plan_digest,
@@ -71,8 +80,10 @@ from data_designer.slurm.planner._vllm import (
 )
 
 __all__ = [
+    "BENCHMARK_PLAN_FILE",
     "BUILTIN_COLUMN_TYPES",
     "BUILTIN_PROCESSOR_TYPES",
+    "CHILDREN_DIR",
     "CHILD_ID_LENGTH",
     "CLIENT_BOUND_NAMES",
     "CONTROLLED_FLAGS",
@@ -84,13 +95,16 @@ __all__ = [
     "PLAN_FILE",
     "RENDERED_FLAGS",
     "SAMPLER_SEED_BITS",
+    "SCRIPT_FILE",
     "SERVER_API_KEY_ENV",
     "SERVER_BOUND_NAMES",
     "SIGNAL_SLACK_S",
+    "SUBMISSION_FILE",
     "SUPERVISOR_MODULE",
     "SUPPORTED_VLLM",
     "WORKER_MODULE",
     "Document",
+    "DryRunFile",
     "KeyPath",
     "NotCanonicalError",
     "ProfileTemplate",
@@ -98,6 +112,7 @@ __all__ = [
     "ScriptRequest",
     "allowed_keys",
     "base_run_path",
+    "benchmark_files",
     "benchmark_plan_digest",
     "bind_argv",
     "bind_submission",
@@ -124,6 +139,7 @@ __all__ = [
     "looks_like_token",
     "parse_document",
     "plan_digest",
+    "plan_files",
     "read_dd_config",
     "render_engine_args",
     "render_profile",

@@ -45,26 +45,19 @@ from data_designer.slurm.contracts import (
     Problem,
     RunSpec,
     SlurmExtensionError,
-    SubmissionBinding,
     UnavailableError,
     Unresolved,
 )
 from data_designer.slurm.contracts._benchmark_plan import BenchmarkPlan
 from data_designer.slurm.planner._compile import compile
-from data_designer.slurm.planner._digest import canonical_json
 from data_designer.slurm.planner._document import Document, format_key_path, parse_document
+from data_designer.slurm.planner._dry_run import DryRunFile, benchmark_files, plan_files
 from data_designer.slurm.planner._expand import expand, is_run_key
 from data_designer.slurm.planner._inputs import load_base_run, resolve_config
 from data_designer.slurm.planner._profile import load_profile
-from data_designer.slurm.planner._sbatch import PLAN_FILE, bind_submission
 from data_designer.slurm.planner._validation import validate_document
 
 PROG = "python -m data_designer.slurm.planner"
-SCRIPT_FILE = "allocation.sbatch"
-SUBMISSION_FILE = "submission.json"
-BENCHMARK_PLAN_FILE = "benchmark.json"
-CHILDREN_DIR = "children"
-DRY_RUN_ID = "dry-run"
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -295,36 +288,24 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(temporary, path)
 
 
-def _write_plan(plan: ExecutionPlan, directory: Path, *, job_name_prefix: str) -> list[Path]:
-    """plan.json, and while nothing is unresolved the batch script and the submission unit bound to a dry run."""
-    directory.mkdir(parents=True, exist_ok=True)
-    written = [directory / PLAN_FILE]
-    _write(written[0], canonical_json(plan))
-    if plan.submission.script is not None and not plan.unresolved:
-        binding = SubmissionBinding(run_id=DRY_RUN_ID, run_dir=str(directory), job_name_prefix=job_name_prefix)
-        unit = bind_submission(plan, binding)
-        written.append(directory / SCRIPT_FILE)
-        _write(written[-1], unit.script.encode("utf-8"))
-        written.append(directory / SUBMISSION_FILE)
-        _write(written[-1], canonical_json(unit))
+def _write_files(out: Path, files: Sequence[DryRunFile]) -> list[Path]:
+    written = []
+    for name, data in files:
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write(path, data)
+        written.append(path)
     return written
 
 
 def _write_compiled(plan: ExecutionPlan, args: argparse.Namespace) -> list[Path]:
     out = _prepare_out(args.out, force=args.force)
-    return _write_plan(plan, out, job_name_prefix=f"dd-{plan.run.name}-{DRY_RUN_ID}")
+    return _write_files(out, plan_files(plan, str(out)))
 
 
 def _write_expanded(bench: BenchmarkPlan, args: argparse.Namespace) -> list[Path]:
     out = _prepare_out(args.out, force=args.force)
-    written = [out / BENCHMARK_PLAN_FILE]
-    _write(written[0], canonical_json(bench))
-    width = len(str(len(bench.children)))
-    for child in bench.children:
-        directory = out / CHILDREN_DIR / f"{child.index:0{width}d}-{child.child_id}"
-        prefix = f"dd-{bench.benchmark.name}-{child.child_id}-{DRY_RUN_ID}"
-        written.extend(_write_plan(child.plan, directory, job_name_prefix=prefix))
-    return written
+    return _write_files(out, benchmark_files(bench, str(out)))
 
 
 # --- summaries --------------------------------------------------------------------------------------------------------

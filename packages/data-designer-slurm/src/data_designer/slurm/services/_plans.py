@@ -26,11 +26,9 @@ from data_designer.slurm.contracts import (
     Problem,
     RunSpec,
     SlurmExtensionError,
-    SubmissionBinding,
     VllmDeployment,
 )
 from data_designer.slurm.contracts._dry_run import (
-    DRY_RUN_ID,
     AliasSummary,
     BenchmarkDryRun,
     ChildSummary,
@@ -40,12 +38,11 @@ from data_designer.slurm.contracts._dry_run import (
 )
 from data_designer.slurm.planner import (
     INLINE_CONFIG_FILE,
-    PLAN_FILE,
     Document,
+    DryRunFile,
     KeyPath,
     base_run_path,
-    bind_submission,
-    canonical_json,
+    benchmark_files,
     compile,
     config_path,
     expand,
@@ -53,14 +50,12 @@ from data_designer.slurm.planner import (
     load_benchmark,
     load_run,
     parse_document,
+    plan_files,
     resolve_config,
 )
 from data_designer.slurm.runtime import read_text, write_text_atomic
 from data_designer.slurm.services._profile import load_profile_file, select_cluster
 
-BENCHMARK_FILE = "benchmark.json"
-SCRIPT_FILE = "allocation.sbatch"
-SUBMISSION_FILE = "submission.json"
 DEFAULT_MAX_ARRAY_SIZE = 1001
 """Slurm's default MaxArraySize, assumed by a dry run unless told otherwise."""
 
@@ -115,7 +110,7 @@ def plan_run(
     output = None
     if out is not None:
         directory = Path(out).expanduser().absolute()
-        output = write_outputs(directory, run_files(plan, directory), force=force, operation=operation)
+        output = write_outputs(directory, plan_files(plan, str(directory)), force=force, operation=operation)
     return RunDryRun(
         run_file=str(run_path),
         profile_file=str(profile_path),
@@ -185,15 +180,7 @@ def plan_benchmark(
     output = None
     if out is not None:
         directory = Path(out).expanduser().absolute()
-        files = [(BENCHMARK_FILE, canonical_json(plan.model_dump(mode="json")).decode("ascii"))]
-        width = len(str(len(plan.children) - 1))  # indices sort as numbers
-        for child in plan.children:
-            files += run_files(
-                child.plan,
-                directory,
-                prefix=f"children/{child.index:0{width}d}-{child.child_id}/",
-                job_name_prefix=f"dd-{benchmark.name}-{child.child_id}-{DRY_RUN_ID}",
-            )
+        files = benchmark_files(plan, str(directory))
         output = write_outputs(directory, files, force=force, operation=operation)
     warnings = {w: None for child in plan.children for w in child.plan.warnings}
     return BenchmarkDryRun(
@@ -449,31 +436,8 @@ def summarize(plan: ExecutionPlan) -> PlanSummary:
     )
 
 
-def run_files(
-    plan: ExecutionPlan, directory: Path, *, prefix: str = "", job_name_prefix: str | None = None
-) -> list[tuple[str, str]]:
-    """The files of one plan under ``directory``/``prefix``: plan, and (when resolved) script and submission unit.
-
-    The submission unit is bound with run id ``dry-run``, its own directory as run directory, and job
-    names ``dd-<run name>-dry-run-c<chunk>`` (or ``<job_name_prefix>-c<chunk>``).
-    """
-    files = [(prefix + PLAN_FILE, canonical_json(plan.model_dump(mode="json")).decode("ascii"))]
-    if plan.unresolved or plan.submission.script is None:
-        return files
-    run_dir = directory / prefix if prefix else directory
-    binding = SubmissionBinding(
-        run_id=DRY_RUN_ID,
-        run_dir=str(run_dir).rstrip("/"),
-        job_name_prefix=job_name_prefix or f"dd-{plan.run.name}-{DRY_RUN_ID}",
-    )
-    unit = bind_submission(plan, binding)
-    files.append((prefix + SCRIPT_FILE, plan.submission.script))
-    files.append((prefix + SUBMISSION_FILE, canonical_json(unit.model_dump(mode="json")).decode("ascii")))
-    return files
-
-
-def write_outputs(directory: Path, files: Sequence[tuple[str, str]], *, force: bool, operation: str) -> DryRunOutput:
-    """Write ``files`` (relative path, text) under ``directory``; a non-empty directory only with ``force``."""
+def write_outputs(directory: Path, files: Sequence[DryRunFile], *, force: bool, operation: str) -> DryRunOutput:
+    """Write ``files`` (relative path, bytes) under ``directory``; a non-empty directory only with ``force``."""
     if directory.exists() and not directory.is_dir():
         raise ConflictError(
             f"{str(directory)!r} exists and is not a directory",
@@ -491,6 +455,6 @@ def write_outputs(directory: Path, files: Sequence[tuple[str, str]], *, force: b
             file=str(directory),
             hint="choose a new or empty directory, or pass --force to overwrite the files in it",
         )
-    for name, text in files:
-        write_text_atomic(directory / name, text, overwrite=force, operation=operation)
+    for name, data in files:
+        write_text_atomic(directory / name, data.decode("utf-8"), overwrite=force, operation=operation)
     return DryRunOutput(directory=str(directory), files=tuple(name for name, _ in files), overwritten=occupied)
