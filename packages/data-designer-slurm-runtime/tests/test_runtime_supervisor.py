@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,8 +24,10 @@ from pydantic import BaseModel
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan
 from data_designer.slurm.planner import compile, load_run, plan_digest, resolve_config
-from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record
+from data_designer.slurm.runtime._claims import claim, owner_from_environment
+from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record, write_record_once
 from data_designer.slurm.runtime._run_layout import RunLayout
+from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, IndexRange, OutputManifest
 from data_designer.slurm.runtime.supervisor import (
     ATTEMPT_SCHEMA,
     ENDPOINTS_RECORD,
@@ -35,13 +38,16 @@ from data_designer.slurm.runtime.supervisor import (
     STATUS_SCHEMA,
     AttemptRecord,
     HeartbeatRecord,
+    ReplicaRecord,
     StatusRecord,
 )
+from data_designer.slurm.runtime.testing.stand_in_worker import stand_in_manifest
 
 M = TypeVar("M", bound=BaseModel)
 RUN_ID = "sv-20261129T120000Z-abcdef"
 LAUNCH = [sys.executable, "-m", "data_designer.slurm.runtime._launch"]
 SERVER = [sys.executable, "-m", "data_designer.slurm.runtime.testing.test_server"]
+STAND_IN = "data_designer.slurm.runtime.testing.stand_in_worker"
 
 FAKE_SRUN = """\
 #!{python}
@@ -61,38 +67,9 @@ FAKE_SCONTROL = """\
 case "$*" in
   "show hostnames"*) echo node1 ;;
   "-o show node"*) echo "NodeName=node1 Arch=x86_64 NodeAddr=127.0.0.1 NodeHostName=localhost" ;;
+  "show job -o"*) echo "JobId=$4 JobName=sv JobState=COMPLETING Reason=$(cat "$(dirname "$0")/job-reason" 2>/dev/null || echo None) Restarts=0" ;;
   *) echo "fake scontrol: $*" >&2; exit 1 ;;
 esac
-"""
-
-STAND_IN_WORKER = """\
-# A stand-in client worker: calls every endpoint once, then behaves as STAND_IN_MODE says.
-import json, os, sys, time, urllib.request
-mode = os.environ.get("STAND_IN_MODE", "ok")
-attempt_dir = os.environ["DDSLURM_ATTEMPT_DIR"]
-with open(os.environ["DDSLURM_ENDPOINTS"]) as stream:
-    endpoints = json.load(stream)["payload"]["aliases"]
-answers = []
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-for alias, entry in sorted(endpoints.items()):
-    for base_url in entry["base_urls"]:
-        body = json.dumps({"model": entry["model"], "messages": [{"role": "user", "content": "hi"}]}).encode()
-        request = urllib.request.Request(base_url + "/chat/completions", data=body, headers={"Content-Type": "application/json"})
-        with opener.open(request, timeout=10) as answer:
-            reply = json.load(answer)
-        answers.append({"alias": alias, "base_url": base_url, "text": reply["choices"][0]["message"]["content"]})
-with open(os.path.join(attempt_dir, "stand-in-answers.json"), "w") as stream:
-    json.dump({"argv": sys.argv[1:], "answers": answers}, stream)
-if mode == "sleep":
-    print("stand-in: sleeping", flush=True)
-    time.sleep(600)
-if mode.startswith("exit"):
-    print(f"stand-in: failing with {mode}", file=sys.stderr, flush=True)
-    sys.exit(int(mode[4:]))
-if mode == "ok":
-    os.makedirs(os.path.join(attempt_dir, "output"), exist_ok=True)
-    with open(os.path.join(attempt_dir, "output", "manifest.json"), "w") as stream:
-        stream.write("{}")
 """
 
 
@@ -172,9 +149,11 @@ def compile_plan(
     return with_client(plan, **client)
 
 
-def with_client(plan: ExecutionPlan, *, worker: Path | None = None, python: str = sys.executable) -> ExecutionPlan:
-    """``plan`` with the stand-in worker as its client (and its digest recomputed)."""
-    argv = (python, str(worker), "--shard", "{shard}", "--attempt", "{attempt}") if worker else (python, "-c", "pass")
+def with_client(plan: ExecutionPlan, *, stand_in: bool = False, python: str = sys.executable) -> ExecutionPlan:
+    """``plan`` with the stand-in worker (``runtime.testing.stand_in_worker``) as its client, digest recomputed."""
+    argv = (
+        (python, "-m", STAND_IN, "--shard", "{shard}", "--attempt", "{attempt}") if stand_in else (python, "-c", "pass")
+    )
     client = plan.allocation.client.model_copy(update={"argv": argv})
     draft = plan.model_copy(update={"allocation": plan.allocation.model_copy(update={"client": client})})
     return draft.model_copy(update={"digest": plan_digest(draft)})
@@ -189,7 +168,6 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
     for name, text in (("srun", FAKE_SRUN.format(python=sys.executable)), ("scontrol", FAKE_SCONTROL)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    (root / "stand_in_worker.py").write_text(STAND_IN_WORKER)
     yield root
     leftovers = processes_mentioning(str(tmp_path))
     for pid in leftovers:  # never leave a stray behind, even when the test failed
@@ -254,7 +232,7 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 30) -> None:
 
 
 def test_two_replicas_start_on_distinct_published_ports_and_both_answer(workspace: Path) -> None:
-    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
     outcome = run_supervisor(workspace, plan)
 
     assert outcome.returncode == 0, outcome.stderr
@@ -287,7 +265,7 @@ def test_two_replicas_start_on_distinct_published_ports_and_both_answer(workspac
 
 
 def test_every_step_is_an_srun_with_explicit_resources(workspace: Path) -> None:
-    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
     outcome = run_supervisor(workspace, plan, SLURM_JOB_GPUS="0,1", SLURM_MEM_PER_NODE="8000", SLURM_CPUS_ON_NODE="4")
 
     assert outcome.returncode == 0, outcome.stderr
@@ -315,9 +293,7 @@ def test_every_step_is_an_srun_with_explicit_resources(workspace: Path) -> None:
 
 
 def test_a_server_crashing_at_start_fails_the_attempt_within_seconds_with_its_log_tail(workspace: Path) -> None:
-    plan = compile_plan(
-        request_log_dir=workspace, server_flags=("--crash-at-start",), worker=workspace / "stand_in_worker.py"
-    )
+    plan = compile_plan(request_log_dir=workspace, server_flags=("--crash-at-start",), stand_in=True)
     outcome = run_supervisor(workspace, plan)
 
     assert outcome.returncode == EXIT_CODES["server_failed_to_start"], outcome.stderr
@@ -333,19 +309,17 @@ def test_a_server_crashing_at_start_fails_the_attempt_within_seconds_with_its_lo
 
 
 def test_a_server_dying_while_the_client_runs_is_server_died(workspace: Path) -> None:
-    plan = compile_plan(
-        request_log_dir=workspace, server_flags=("--crash-after", "1"), worker=workspace / "stand_in_worker.py"
-    )
+    plan = compile_plan(request_log_dir=workspace, server_flags=("--crash-after", "1"), stand_in=True)
     outcome = run_supervisor(workspace, plan, STAND_IN_MODE="sleep")
 
     assert outcome.returncode == EXIT_CODES["server_died"], outcome.stderr
     assert outcome.status.status == "server_died"
-    assert "while the client was running" in outcome.status.message
+    assert "while the client was running, and no replica of 'writer' is left" in outcome.status.message
 
 
 def test_without_srun_the_servers_fail_to_start(workspace: Path) -> None:
     (workspace / "bin" / "srun").unlink()
-    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
     outcome = run_supervisor(workspace, plan, PATH=str(workspace / "bin"))
 
     assert outcome.returncode == EXIT_CODES["server_failed_to_start"], outcome.stderr
@@ -353,7 +327,7 @@ def test_without_srun_the_servers_fail_to_start(workspace: Path) -> None:
 
 
 def test_an_unexpected_failure_is_an_internal_error_with_its_traceback(workspace: Path) -> None:
-    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
     layout = RunLayout.of(workspace, RUN_ID)
     layout.attempt_record(0, 1).mkdir(parents=True)  # attempt.json cannot be written: a directory is in the way
     outcome = run_supervisor(workspace, plan)
@@ -376,7 +350,7 @@ def test_a_wrong_interpreter_is_an_environment_mismatch(workspace: Path) -> None
 
 
 def test_an_edited_plan_fails_its_digest_check(workspace: Path) -> None:
-    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
     outcome = run_supervisor(workspace, plan.model_copy(update={"cluster": "edited"}))
 
     assert outcome.returncode == EXIT_CODES["invalid_config"]
@@ -388,7 +362,7 @@ def test_an_edited_plan_fails_its_digest_check(workspace: Path) -> None:
     ("mode", "status"), [("exit3", "client_error"), ("exit2", "invalid_config"), ("no-manifest", "client_error")]
 )
 def test_client_endings_are_classified(workspace: Path, mode: str, status: str) -> None:
-    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
     outcome = run_supervisor(workspace, plan, STAND_IN_MODE=mode)
 
     assert outcome.returncode == EXIT_CODES[status], outcome.stderr
@@ -398,15 +372,22 @@ def test_client_endings_are_classified(workspace: Path, mode: str, status: str) 
         assert outcome.status.message == f"the client worker exited {mode[4:]}"
         assert outcome.status.log_tail == (f"stand-in: failing with {mode}",)
     else:
-        assert "without writing output/manifest.json" in outcome.status.message
+        assert "without a valid output/manifest.json" in outcome.status.message
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
-def test_heartbeats_then_a_signal_cancels_and_stops_every_child(workspace: Path, signum: signal.Signals) -> None:
+@pytest.mark.parametrize(
+    ("signum", "status", "detail"),
+    [
+        (signal.SIGUSR1, "time_limit", "the time-limit warning (SIGUSR1) arrived"),
+        (signal.SIGTERM, "cancelled", "the job was cancelled (JobState=COMPLETING, Reason=None)"),
+    ],
+    ids=["SIGUSR1", "SIGTERM"],
+)
+def test_a_signal_drains_the_client_classifies_and_stops_every_child(
+    workspace: Path, signum: signal.Signals, status: str, detail: str
+) -> None:
     # The servers ignore SIGTERM: stopping them needs the KILL after the grace period.
-    plan = compile_plan(
-        request_log_dir=workspace, server_flags=("--ignore-sigterm",), worker=workspace / "stand_in_worker.py"
-    )
+    plan = compile_plan(request_log_dir=workspace, server_flags=("--ignore-sigterm",), stand_in=True)
     started = time.monotonic()
     process = start_supervisor(workspace, plan, STAND_IN_MODE="sleep")
     layout = RunLayout.of(workspace, RUN_ID)
@@ -422,10 +403,138 @@ def test_heartbeats_then_a_signal_cancels_and_stops_every_child(workspace: Path,
         if process.poll() is None:
             process.kill()
 
-    assert outcome.returncode == EXIT_CODES["cancelled"], outcome.stderr
-    assert outcome.status.status == "cancelled"
-    assert outcome.status.message == f"the attempt was cancelled ({signum.name} received)"
+    assert outcome.returncode == EXIT_CODES[status], outcome.stderr
+    record = outcome.status
+    assert record.status == status
+    assert record.signal == signum.name
+    assert record.message.startswith(f"{detail}; drained in ")
+    assert record.message.endswith("0 of 4 records published, the rest is left for the next attempt")
+    assert (record.records, record.records_assigned) == (0, 4)
+    assert record.drain_s is not None
+    assert record.drain_s < 10
+    assert "stand-in: drained on " + signum.name in (layout.logs_dir(0, 1) / "client.log").read_text()
     assert _heartbeat(layout).phase == "stopping"
+
+
+def test_a_signal_before_the_client_starts_ends_classified_with_no_records(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace, server_flags=("--start-delay-s", "30"), stand_in=True)
+    started = time.monotonic()
+    (workspace / "bin" / "job-reason").write_text("TimeLimit\n")  # what the fake scontrol says
+    process = start_supervisor(workspace, plan)
+    layout = RunLayout.of(workspace, RUN_ID)
+    try:
+        wait_for(lambda: len(_replicas(layout)) == 2)
+        process.send_signal(signal.SIGTERM)
+        outcome = finish(process, workspace, started)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert outcome.returncode == EXIT_CODES["time_limit"], outcome.stderr
+    assert outcome.status.message == (
+        "the job reached its time limit (JobState=COMPLETING, Reason=TimeLimit); stopped before generation started"
+    )
+    assert outcome.status.records == 0
+    assert not (outcome.attempt_dir / "stand-in-answers.json").exists()
+
+
+def test_one_dead_replica_of_two_does_not_end_the_attempt(workspace: Path) -> None:
+    # One replica (whichever claims the file first) dies after answering one request; the other lives on.
+    flags = ("--crash-after", "1", "--crash-claim", str(workspace / "crash.claim"))
+    plan = compile_plan(request_log_dir=workspace, server_flags=flags, stand_in=True)
+    started = time.monotonic()
+    process = start_supervisor(workspace, plan, STAND_IN_MODE="sleep")
+    layout = RunLayout.of(workspace, RUN_ID)
+    try:
+        wait_for(lambda: any(r.exit_code is not None for r in _replicas(layout)))
+        time.sleep(0.5)  # several polls: the supervisor carries on
+        assert process.poll() is None
+        process.send_signal(signal.SIGUSR1)
+        outcome = finish(process, workspace, started)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert outcome.status.status == "time_limit", outcome.stderr
+    exits = sorted((r.exit_code is None, r.exit_code) for r in outcome.attempt.replicas)
+    assert exits == [(False, 5), (True, None)]  # 5: the test server's EXIT_CRASHED
+    assert "1 replica(s) of 'writer' still serve it" in (layout.logs_dir(0, 1) / "supervisor.log").read_text()
+
+
+def test_an_attempt_generates_only_what_earlier_attempts_did_not_publish(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
+    layout = RunLayout.of(workspace, RUN_ID)
+    earlier = layout.attempt_dir(0, 1)
+    claim(layout.claim(0, 1), owner_from_environment({"SLURM_ARRAY_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "0"}))
+    base = stand_in_manifest_for(layout, plan, attempt=1, ranges=((1, 2),))
+    write_record_once(layout.output_manifest(0, 1), MANIFEST_SCHEMA, base)
+    assert earlier.is_dir()
+
+    outcome = run_supervisor(workspace, plan, SLURM_RESTART_COUNT="1", SLURM_ARRAY_JOB_ID="77")
+
+    assert outcome.returncode == 0, outcome.stderr
+    second = outcome.read(layout.attempt_record(0, 2), ATTEMPT_SCHEMA)
+    assert [(r.start, r.stop) for r in second.assigned or ()] == [(0, 1), (2, 4)]
+    assert [(r.start, r.stop) for r in second.covered_before] == [(1, 2)]
+    status = outcome.read(layout.status(0, 2), STATUS_SCHEMA)
+    assert (status.status, status.records, status.records_assigned) == ("succeeded", 3, 3)
+
+
+def test_nothing_left_to_generate_succeeds_without_starting_servers(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
+    first = run_supervisor(workspace, plan)
+    assert first.returncode == 0, first.stderr
+    calls = len(first.srun_calls())
+
+    second = run_supervisor(workspace, plan, SLURM_RESTART_COUNT="1")
+
+    assert second.returncode == 0, second.stderr
+    status = second.read(second.layout.status(0, 2), STATUS_SCHEMA)
+    assert status.status == "succeeded"
+    assert status.message == "nothing left to generate: earlier attempts published every index of the shard"
+    assert second.read(second.layout.attempt_record(0, 2), ATTEMPT_SCHEMA).assigned == ()
+    assert len(second.srun_calls()) == calls, "no server was started"
+
+
+def test_a_retry_submission_takes_the_next_attempt_whoever_holds_the_planned_one(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
+    first = run_supervisor(workspace, plan, STAND_IN_MODE="exit3")
+    assert first.returncode == EXIT_CODES["client_error"]
+
+    retry = run_supervisor(workspace, plan, SLURM_ARRAY_JOB_ID="9999", DDSLURM_ATTEMPT="next")
+
+    assert retry.returncode == 0, retry.stderr
+    assert retry.read(retry.layout.status(0, 2), STATUS_SCHEMA).status == "succeeded"
+
+
+def _replicas(layout: RunLayout) -> tuple[ReplicaRecord, ...]:
+    result = read_record(layout.attempt_record(0, 1), ATTEMPT_SCHEMA)
+    return result.payload.replicas if isinstance(result, RecordOk) else ()
+
+
+def stand_in_manifest_for(
+    layout: RunLayout, plan: ExecutionPlan, *, attempt: int, ranges: tuple[tuple[int, int], ...]
+) -> OutputManifest:
+    """A stand-in manifest of an earlier attempt that published ``ranges`` (written with its attempt.json)."""
+    record = AttemptRecord(
+        run_id=RUN_ID,
+        plan_digest=plan.digest,
+        shard=0,
+        attempt=attempt,
+        chunk=0,
+        array_task=0,
+        job_id="1",
+        restart_count=0,
+        hostname="h",
+        nodes=("node1",),
+        node_addresses=("127.0.0.1",),
+        supervisor_pid=1,
+        supervisor_started_at=datetime.now(UTC),
+        assigned=(IndexRange(start=0, stop=4),),
+    )
+    write_record_once(layout.attempt_record(0, attempt), ATTEMPT_SCHEMA, record)
+    produced = tuple(IndexRange(start=a, stop=b) for a, b in ranges)
+    return stand_in_manifest(layout.attempt_dir(0, attempt), records_of=produced)
 
 
 def _heartbeat(layout: RunLayout) -> HeartbeatRecord:
@@ -435,7 +544,7 @@ def _heartbeat(layout: RunLayout) -> HeartbeatRecord:
 
 
 def test_a_task_whose_attempt_is_claimed_by_someone_else_writes_nothing(workspace: Path) -> None:
-    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
     first = run_supervisor(workspace, plan)
     assert first.returncode == 0, first.stderr
     before = sorted(p.name for p in first.attempt_dir.iterdir())
@@ -448,7 +557,7 @@ def test_a_task_whose_attempt_is_claimed_by_someone_else_writes_nothing(workspac
 
 
 def test_a_requeued_task_takes_the_next_attempt(workspace: Path) -> None:
-    plan = compile_plan(request_log_dir=workspace, worker=workspace / "stand_in_worker.py")
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
     first = run_supervisor(workspace, plan, STAND_IN_MODE="exit3")
     assert first.returncode == EXIT_CODES["client_error"]
 

@@ -26,6 +26,7 @@ from data_designer.slurm.planner._digest import (
     SAMPLER_SEED_BITS,
     NotCanonicalError,
     canonical_json,
+    derive_range_seed,
     derive_sampler_seed,
     sampler_seed_words,
     sha256_digest,
@@ -57,6 +58,7 @@ from data_designer.slurm.planner._inputs import (
     resolve_config,
 )
 from data_designer.slurm.planner._profile import ProfileTemplate, load_profile, render_profile
+from data_designer.slurm.planner._ranges import Range, count_indices, first_claims, missing_ranges, normalise_ranges
 from data_designer.slurm.planner._sbatch import (
     PLAN_FILE,
     SUPERVISOR_MODULE,
@@ -108,6 +110,7 @@ __all__ = [
     "KeyPath",
     "NotCanonicalError",
     "ProfileTemplate",
+    "Range",
     "RenderedScript",
     "ScriptRequest",
     "allowed_keys",
@@ -122,11 +125,14 @@ __all__ = [
     "compile",
     "config_digest",
     "config_path",
+    "count_indices",
+    "derive_range_seed",
     "derive_sampler_seed",
     "detect_format",
     "escape_braces",
     "expand",
     "find_secret_literals",
+    "first_claims",
     "format_key_path",
     "is_run_key",
     "is_secret_like_key",
@@ -137,6 +143,8 @@ __all__ = [
     "load_profile",
     "load_run",
     "looks_like_token",
+    "missing_ranges",
+    "normalise_ranges",
     "parse_document",
     "plan_digest",
     "plan_files",

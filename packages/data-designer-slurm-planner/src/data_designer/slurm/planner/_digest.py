@@ -38,6 +38,7 @@ SAMPLER_SEED_BITS = 128
 MAX_RUN_SEED = 2**63 - 1
 """Largest run seed (fits a signed 64-bit integer in any JSON or database consumer)."""
 
+_RANGE_SEED_PURPOSE = "data-designer-slurm/range-seed/v1"
 _SEED_PURPOSE = "data-designer-slurm/sampler-seed/v1"
 
 
@@ -69,6 +70,22 @@ def derive_sampler_seed(run_seed: int, shard_index: int) -> int:
     _require_seed_part("run_seed", run_seed, MAX_RUN_SEED, hint=f"use an integer from 0 to {MAX_RUN_SEED}")
     _require_seed_part("shard_index", shard_index, None, hint="count shards from 0")
     material = canonical_json({"purpose": _SEED_PURPOSE, "run_seed": run_seed, "shard_index": shard_index})
+    return int.from_bytes(hashlib.sha256(material).digest()[: SAMPLER_SEED_BITS // 8], "big")
+
+
+def derive_range_seed(shard_seed: int, shard_start: int, range_start: int) -> int:
+    """The sampler seed of one generated range of a shard: the shard's seed when the range starts the shard.
+
+    A later attempt that generates only the indices its predecessors did not publish (a resumed range) seeds
+    each range from the shard seed and the range's first index, so resuming from different points draws
+    different values and the same resume point draws the same ones. See ``architecture/sharding.md``.
+    """
+    sampler_seed_words(shard_seed)  # validates the shard seed
+    _require_seed_part("shard_start", shard_start, None, hint="count records from 0")
+    _require_seed_part("range_start", range_start, None, hint="count records from 0")
+    if range_start == shard_start:
+        return shard_seed
+    material = canonical_json({"purpose": _RANGE_SEED_PURPOSE, "range_start": range_start, "shard_seed": shard_seed})
     return int.from_bytes(hashlib.sha256(material).digest()[: SAMPLER_SEED_BITS // 8], "big")
 
 

@@ -1,6 +1,6 @@
 """One local endpoint in front of a model alias's replicas: least outstanding requests, failover from dead ones.
 
-The client worker starts one :class:`Router` per alias with several base URLs and points the host's
+The client worker starts one :class:`Router` per deployed alias (one base URL or several) and points the host's
 provider at :attr:`Router.base_url` (``http://127.0.0.1:<ephemeral port>``, no path). A request to
 ``<router>/<path>`` goes to ``<upstream base URL>/<path>`` with its method, headers (``Authorization``
 included) and body. The upstream is the live one with the fewest requests outstanding; ties go round
@@ -76,12 +76,11 @@ class _Upstream:
 
 
 def start_routers(base_urls: Mapping[str, Sequence[str]]) -> dict[str, Router]:
-    """A started router for every key with several base URLs (one URL needs none)."""
+    """A started router for every key (one base URL or several)."""
     routers: dict[str, Router] = {}
     try:
         for key, urls in base_urls.items():
-            if len(urls) > 1:
-                routers[key] = Router(tuple(urls)).start()
+            routers[key] = Router(tuple(urls)).start()
     except BaseException:
         for router in routers.values():
             router.close()
@@ -102,6 +101,10 @@ class Router:
         self._turn = 0
         self._failovers = 0
         self._unrouted = 0
+        self._holding = False
+        self._held = 0
+        self._admitted = 0
+        self._closed = threading.Event()
         self._server = _Server(self)
         self.port: int = self._server.server_address[1]
         self._thread: threading.Thread | None = None
@@ -117,6 +120,7 @@ class Router:
         return self
 
     def close(self) -> None:
+        self._closed.set()
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join(timeout=5)
@@ -128,6 +132,27 @@ class Router:
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    def hold(self) -> None:
+        """Stop admitting requests: from now on a new request waits unanswered until :meth:`close` (then 503).
+
+        Requests already admitted run to their end (failover included). The drain uses this
+        (``runtime._worker_drain``): nothing new starts while in-flight requests finish.
+        """
+        with self._lock:
+            self._holding = True
+
+    @property
+    def outstanding(self) -> int:
+        """Admitted requests not yet answered or given up."""
+        with self._lock:
+            return self._admitted
+
+    @property
+    def held(self) -> int:
+        """Requests that arrived after :meth:`hold` (never sent upstream)."""
+        with self._lock:
+            return self._held
+
     def stats(self) -> RouterStats:
         with self._lock:
             upstreams = tuple(UpstreamStats(item.base_url, item.requests, item.failures) for item in self._upstreams)
@@ -135,6 +160,22 @@ class Router:
 
     def forward(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> _Answer:
         """Send the request to upstreams in turn until one answers; 502 when none does."""
+        with self._lock:
+            holding = self._holding
+            if holding:
+                self._held += 1
+            else:
+                self._admitted += 1
+        if holding:
+            self._closed.wait()
+            return _Answer(503, "Service Unavailable", [("Content-Type", "application/json")], b'{"error":"draining"}')
+        try:
+            return self._route(method, path, headers, body)
+        finally:
+            with self._lock:
+                self._admitted -= 1
+
+    def _route(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> _Answer:
         tried: list[_Upstream] = []
         errors: list[str] = []
         while (upstream := self._choose(tried)) is not None:

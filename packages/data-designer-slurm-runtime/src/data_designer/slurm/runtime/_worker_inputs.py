@@ -78,6 +78,10 @@ class WorkerInputs:
     def records(self) -> int:
         return sum(item.records for item in self.ranges)
 
+    @property
+    def drain_grace_s(self) -> float:
+        return float(self.plan.allocation.drain_grace_s)
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
@@ -121,8 +125,28 @@ def load_inputs(args: WorkerArgs, env: Mapping[str, str]) -> WorkerInputs:
         shard=shard,
         attempt=args.attempt,
         endpoints=endpoints,
-        ranges=(IndexRange(start=shard.start, stop=shard.stop),),
+        ranges=_assigned_ranges(layout, shard, args.attempt),
     )
+
+
+def _assigned_ranges(layout: RunLayout, shard: ShardPlan, attempt: int) -> tuple[IndexRange, ...]:
+    """The ranges the supervisor assigned this attempt (``attempt.json``), checked to lie in the shard."""
+    path = layout.attempt_record(shard.shard, attempt)
+    found = read_record(path, ATTEMPT_SCHEMA)
+    if not isinstance(found, RecordOk):
+        raise WorkerInputError(f"no valid attempt record at {str(path)!r}: {found.status}")
+    assigned = found.payload.assigned
+    if not assigned:
+        raise WorkerInputError(f"the attempt record {str(path)!r} assigns no record ranges")
+    previous = shard.start
+    for item in assigned:
+        if item.start < previous or item.stop > shard.stop or item.start >= item.stop:
+            raise WorkerInputError(
+                f"the attempt record {str(path)!r} assigns [{item.start}, {item.stop}), which is not a sorted "
+                f"disjoint part of shard {shard.shard}'s range [{shard.start}, {shard.stop})"
+            )
+        previous = item.stop
+    return assigned
 
 
 def _load_plan(path: Path) -> ExecutionPlan:

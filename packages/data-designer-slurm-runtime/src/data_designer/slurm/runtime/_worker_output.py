@@ -93,22 +93,21 @@ def clashing_columns(names: Sequence[str]) -> list[str]:
 
 def write_parts(
     layout: RunLayout,
-    files: Sequence[Path],
+    batches: Sequence[tuple[Path, int]],
     *,
     schema: pa.Schema,
-    first_index: int,
     first_part: int,
     provenance: Provenance,
 ) -> list[OutputPart]:
-    """Publish one part per host batch file; rows numbered from ``first_index``, parts from ``first_part``."""
+    """Publish one part per host batch file, given as (file, global index of its first row); parts numbered
+    from ``first_part``. Empty batches publish nothing."""
     parts: list[OutputPart] = []
-    index = first_index
     output_dir = layout.output_dir(provenance.shard, provenance.attempt)
-    for source in files:
+    for source, first_index in batches:
         table = conform(pq.read_table(source), schema)
         if table.num_rows == 0:
             continue
-        table = with_provenance(table, index, provenance)
+        table = with_provenance(table, first_index, provenance)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
         data = sink.getvalue().to_pybytes()
@@ -119,13 +118,23 @@ def write_parts(
             OutputPart(
                 path=str(path.relative_to(output_dir)),
                 records=table.num_rows,
-                first_index=index,
+                first_index=first_index,
                 sha256=hashlib.sha256(data).hexdigest(),
                 bytes=len(data),
             )
         )
-        index += table.num_rows
     return parts
+
+
+def consecutive(files: Sequence[Path], first_index: int) -> list[tuple[Path, int]]:
+    """``files`` paired with the global index of their first row when their rows follow each other from
+    ``first_index`` (one create call's batch files, all of them present)."""
+    out: list[tuple[Path, int]] = []
+    index = first_index
+    for path in files:
+        out.append((path, index))
+        index += batch_rows(path)
+    return out
 
 
 def output_schema(schema: pa.Schema) -> pa.Schema:
@@ -136,6 +145,15 @@ def output_schema(schema: pa.Schema) -> pa.Schema:
 
 def column_types(schema: pa.Schema) -> tuple[ColumnType, ...]:
     return tuple(ColumnType(name=item.name, type=str(item.type)) for item in schema)
+
+
+def batch_number(path: Path) -> int | None:
+    """The host's batch (row group) number from its file name ``batch_NNNNN.parquet``; None for other names."""
+    stem = path.name.removesuffix(".parquet")
+    digits = stem.removeprefix("batch_")
+    if stem == path.name or digits == stem or not digits.isascii() or not digits.isdigit():
+        return None
+    return int(digits)
 
 
 def batch_rows(path: Path) -> int:

@@ -27,7 +27,7 @@ ATTEMPT_COLUMN = "_dd_attempt"
 PROVENANCE_COLUMNS = (INDEX_COLUMN, RUN_ID_COLUMN, PLAN_DIGEST_COLUMN, SHARD_COLUMN, ATTEMPT_COLUMN)
 """Columns the worker appends to every record; a Data Designer column with one of these names is refused."""
 
-WorkerState = Literal["starting", "generating", "writing", "succeeded", "failed"]
+WorkerState = Literal["starting", "generating", "draining", "writing", "succeeded", "partial", "failed"]
 WorkerFailure = Literal["invalid_config", "client_error"]
 
 
@@ -42,6 +42,25 @@ class IndexRange(BaseModel):
     @property
     def records(self) -> int:
         return self.stop - self.start
+
+
+DrainSignal = Literal["SIGUSR1", "SIGTERM"]
+"""What made the worker drain: the supervisor's forward of the time-limit warning, or a termination."""
+
+
+class Drained(BaseModel):
+    """Why an attempt's output is partial: it stopped on a signal and published what was complete."""
+
+    model_config = FROZEN
+
+    signal: DrainSignal
+    requested_at: AwareDatetime
+    published_at: AwareDatetime
+    settled: bool = Field(
+        description="True: every in-flight request finished before publication; False: the grace ran out first "
+        "(or the signal was a termination, which publishes at once)."
+    )
+    message: str
 
 
 class WorkerError(BaseModel):
@@ -150,8 +169,17 @@ class OutputManifest(BaseModel):
     config_digest: str
     shard: NonNegativeInt
     attempt: PositiveInt
-    seed: NonNegativeInt = Field(description="The shard's sampler seed, applied before every create call.")
-    ranges: tuple[IndexRange, ...] = Field(description="The global index ranges generated, in order.")
+    seed: NonNegativeInt = Field(
+        description="The shard's sampler seed; a range not starting the shard is seeded from it and its start "
+        "(planner.derive_range_seed)."
+    )
+    assigned: tuple[IndexRange, ...] = Field(description="The index ranges this attempt was assigned (attempt.json).")
+    ranges: tuple[IndexRange, ...] = Field(
+        description="The global index ranges produced: the parts hold exactly these indices. Equal to 'assigned' "
+        "unless the output is partial."
+    )
+    complete: bool = Field(description="Whether 'ranges' covers 'assigned'.")
+    drained: Drained | None = Field(default=None, description="Set when the attempt stopped early on a signal.")
     records: NonNegativeInt
     columns: tuple[ColumnType, ...] = Field(description="The Arrow schema of every part, provenance included.")
     arrow_schema: str = Field(description="The same schema as Arrow prints it.")

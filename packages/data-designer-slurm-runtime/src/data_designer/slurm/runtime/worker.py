@@ -3,13 +3,16 @@
 Started by the allocation supervisor on the batch node, in the run directory, as
 ``--plan plan.json --shard N --attempt M`` with ``DDSLURM_ATTEMPT_DIR`` and ``DDSLURM_ENDPOINTS``
 set. It loads the plan's inline Data Designer config with the installed host, validates it fully,
-points every model alias at its endpoint, seeds the samplers with the shard's seed, generates the
-shard's index ranges (one ``create`` call each), and publishes Parquet parts then the manifest into
-``<attempt>/output/``; ``progress.json`` follows every batch.
+points every deployed alias at a local router in front of its replicas (``_router``), seeds the samplers,
+generates the index ranges ``attempt.json`` assigns (the shard's range minus what earlier attempts
+published; one ``create`` call each, seeded by ``planner.derive_range_seed``), and publishes Parquet parts
+then the manifest into ``<attempt>/output/``; ``progress.json`` follows every batch. On ``SIGUSR1`` or
+``SIGTERM`` it drains (``_worker_drain``) and publishes the complete batches as a partial manifest.
 
 Exit codes (the supervisor classifies them): 0 succeeded; 2 invalid config (the host rejects the
 config, an API key variable is unset, a sampler cannot satisfy its constraints; retrying cannot
-help); 3 client error (anything else). The last stderr line of a failure is one line naming it.
+help); 3 client error (anything else); 4 drained (a partial manifest is published). The last stderr line
+of a failure is one line naming it.
 """
 
 from __future__ import annotations
@@ -17,15 +20,26 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from data_designer.slurm.contracts import __version__ as runtime_version
+from data_designer.slurm.planner import derive_range_seed, normalise_ranges
 from data_designer.slurm.runtime._records import RecordWritten, system_clock, write_record_once
 from data_designer.slurm.runtime._router import Router, start_routers
+from data_designer.slurm.runtime._worker_drain import (
+    EXIT_DRAINED,
+    CompletedBatch,
+    Drain,
+    DrainOutcome,
+    batch_range,
+    exact_batches,
+)
 from data_designer.slurm.runtime._worker_host import (
     ConfigRejected,
     Host,
@@ -52,9 +66,11 @@ from data_designer.slurm.runtime._worker_output import (
     OutputConflict,
     ProgressWriter,
     Provenance,
+    batch_number,
     batch_rows,
     clashing_columns,
     column_types,
+    consecutive,
     host_batch_files,
     output_schema,
     unified_schema,
@@ -62,15 +78,16 @@ from data_designer.slurm.runtime._worker_output import (
 )
 from data_designer.slurm.runtime._worker_records import (
     MANIFEST_SCHEMA,
+    Drained,
     IndexRange,
     ModelUsage,
     OutputManifest,
-    OutputPart,
     ReplicaRequests,
     Routing,
     Timings,
     WorkerError,
 )
+from data_designer.slurm.runtime.supervisor._environment import installed_version
 
 EXIT_OK = 0
 EXIT_INVALID_CONFIG = 2
@@ -86,9 +103,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WorkerInputError as exc:
         return _fail(None, "client_error", str(exc))
     progress = ProgressWriter(inputs.layout, inputs.shard.shard, inputs.attempt, inputs.records)
+    drain = Drain(warning_grace_s=inputs.drain_grace_s)
+    session = Session(inputs, progress, drain, started=started)
+    drain.install()
+    drain.start(session.publish_drained)
     try:
         progress.publish("starting")
-        manifest = run(inputs, progress, started=started)
+        manifest = session.run()
     except ConfigRejected as exc:
         return _fail(progress, "invalid_config", str(exc))
     except Exception as exc:  # every other ending is the client's error; the traceback goes to the log first
@@ -105,132 +126,190 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK
 
 
-def run(inputs: WorkerInputs, progress: ProgressWriter, *, started: datetime) -> OutputManifest:
-    """Generate the inputs' ranges and publish parts and manifest; raises on any failure."""
-    prepare_environment(inputs.attempt_dir)
-    clock = time.perf_counter
-    t0 = clock()
-    host = import_host()
-    forbid_tiktoken_downloads()
-    t1 = clock()
-    builder = load_builder(host, config_mapping(inputs))
-    clashes = clashing_columns([column.name for column in builder.get_column_configs()])
-    if clashes:
-        raise ConfigRejected(f"column names {clashes} are reserved for provenance; rename them")
-    routers = start_routers({alias: endpoint.base_urls for alias, endpoint in inputs.endpoints.items()})
-    try:
-        routed = {alias: router.base_url for alias, router in routers.items()}
-        providers = rewrite_models(host, builder, inputs.endpoints, inputs.concurrency, routed)
-        artifacts = inputs.attempt_dir / ARTIFACTS_DIR
-        designer, tap = make_designer(host, artifacts, providers, batch_size=inputs.plan.allocation.client.batch_size)
-        validate(designer, builder)
-        t2 = clock()
-        progress.publish("generating")
-        datasets = [_generate(designer, builder, inputs, item, progress) for item in inputs.ranges]
-        t3 = clock()
-    finally:
-        for router in routers.values():
-            router.close()
-    progress.publish("writing")
-    routing = {alias: _routing(router) for alias, router in routers.items()}
-    manifest = _publish(
-        inputs, host, tap, datasets, routing, started=started, seconds=(t1 - t0, t2 - t1, t3 - t2), clock=clock
-    )
-    progress.publish("succeeded")
-    return manifest
+@dataclass
+class Session:
+    """One worker run: what it has set up so far, so that a drain can publish at any moment."""
+
+    inputs: WorkerInputs
+    progress: ProgressWriter
+    drain: Drain
+    started: datetime
+    host: Host | None = None
+    tap: UsageTap | None = None
+    routers: dict[str, Router] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    generation_started: float | None = None
+
+    def run(self) -> OutputManifest:
+        """Generate the assigned ranges and publish parts and manifest; raises on any failure."""
+        inputs = self.inputs
+        prepare_environment(inputs.attempt_dir)
+        clock = time.perf_counter
+        t0 = clock()
+        self.host = host = import_host()
+        forbid_tiktoken_downloads()
+        t1 = clock()
+        self.seconds["import"] = t1 - t0
+        builder = load_builder(host, config_mapping(inputs))
+        clashes = clashing_columns([column.name for column in builder.get_column_configs()])
+        if clashes:
+            raise ConfigRejected(f"column names {clashes} are reserved for provenance; rename them")
+        deployed = {alias: e.base_urls for alias, e in inputs.endpoints.items() if e.kind == "deployed"}
+        self.routers = routers = start_routers(deployed)
+        self.drain.watch(list(routers.values()), unwatched=len(routers) < len(inputs.endpoints))
+        try:
+            routed = {alias: router.base_url for alias, router in routers.items()}
+            providers = rewrite_models(host, builder, inputs.endpoints, inputs.concurrency, routed)
+            artifacts = inputs.attempt_dir / ARTIFACTS_DIR
+            batch_size = inputs.plan.allocation.client.batch_size
+            designer, self.tap = make_designer(host, artifacts, providers, batch_size=batch_size)
+            validate(designer, builder)
+            t2 = clock()
+            self.seconds["setup"] = t2 - t1
+            self.generation_started = t2
+            self.progress.publish("generating")
+            datasets = [self._generate(designer, builder, item) for item in inputs.ranges]
+            self.seconds["generation"] = clock() - t2
+            if not self.drain.claim_publication("worker"):
+                threading.Event().wait()  # the drain is publishing and ends the process
+            self.progress.publish("writing")
+            batches = [
+                consecutive(host_batch_files(d), item.start) for d, item in zip(datasets, inputs.ranges, strict=True)
+            ]
+            manifest = self._publish([b for group in batches for b in group], None)
+        finally:
+            for router in routers.values():
+                router.close()
+        self.progress.publish("succeeded")
+        return manifest
+
+    def _generate(self, designer: Any, builder: Any, item: IndexRange) -> Path:
+        """One create call for ``item``; returns the directory of the host's batch files."""
+        progress, drain = self.progress, self.drain
+        done_before = progress.records_done
+        batch_size = self.inputs.plan.allocation.client.batch_size
+
+        def on_batch_complete(path: Path) -> None:
+            # The host aborts the run when this raises; progress is never evidence, so a failure only logs.
+            path = Path(path)
+            number = batch_number(path)
+            span = batch_range(item.start, item.stop, number, batch_size) if number is not None else None
+            if span is not None:
+                drain.batch_done(CompletedBatch(path, span[0], span[1] - span[0]))
+            try:
+                progress.records_done += batch_rows(path)
+            except Exception as exc:
+                print(f"ddslurm-worker: cannot count the rows of {str(path)!r}: {exc}", file=sys.stderr)
+            progress.publish("draining" if drain.requested else "generating")
+
+        shard = self.inputs.shard
+        seed_generators(derive_range_seed(shard.seed, shard.start, item.start))
+        results = designer.create(
+            builder, num_records=item.records, dataset_name=_dataset_name(item), on_batch_complete=on_batch_complete
+        )
+        dataset_dir = Path(results.artifact_storage.final_dataset_path)
+        produced = sum(batch_rows(path) for path in host_batch_files(dataset_dir))
+        if produced != item.records:
+            raise RuntimeError(
+                f"the host produced {produced} of the {item.records} records of [{item.start}, {item.stop})"
+            )
+        progress.records_done = done_before + produced
+        return dataset_dir
+
+    def publish_drained(self, outcome: DrainOutcome) -> int:
+        """The drain's publication: the exactly complete batches as a partial manifest; the exit code."""
+        self.progress.publish("writing")
+        if self.generation_started is not None and "generation" not in self.seconds:
+            self.seconds["generation"] = time.perf_counter() - self.generation_started
+        batches = exact_batches(outcome.batches, batch_rows)
+        manifest = self._publish([(b.path, b.first_index) for b in batches], outcome)
+        self.progress.records_done = manifest.records
+        self.progress.publish("partial")
+        how = "after in-flight requests finished" if outcome.settled else "at once"
+        print(
+            f"ddslurm-worker: {outcome.signal}: published {manifest.records} of {self.inputs.records} records "
+            f"in {len(manifest.parts)} part(s) {how}",
+            file=sys.stderr,
+        )
+        return EXIT_DRAINED
+
+    def _publish(self, batches: list[tuple[Path, int]], drained: DrainOutcome | None) -> OutputManifest:
+        inputs = self.inputs
+        clock = time.perf_counter
+        t0 = clock()
+        provenance = Provenance(
+            run_id=str(inputs.layout.run_id),
+            plan_digest=inputs.plan.digest,
+            shard=inputs.shard.shard,
+            attempt=inputs.attempt,
+        )
+        schema = unified_schema([path for path, _ in batches])
+        parts = write_parts(inputs.layout, batches, schema=schema, first_part=0, provenance=provenance)
+        records = sum(part.records for part in parts)
+        produced = normalise_ranges((p.first_index, p.first_index + p.records) for p in parts)
+        assigned = tuple((item.start, item.stop) for item in inputs.ranges)
+        final = output_schema(schema)
+        generation_s = self.seconds.get("generation", 0.0)
+        earlier = earlier_timings(inputs)
+        tap = self.tap or UsageTap()
+        routing = {alias: _routing(router) for alias, router in self.routers.items()}
+        manifest = OutputManifest(
+            run_id=provenance.run_id,
+            plan_digest=inputs.plan.digest,
+            config_digest=inputs.plan.config_digest,
+            shard=inputs.shard.shard,
+            attempt=inputs.attempt,
+            seed=inputs.shard.seed,
+            assigned=inputs.ranges,
+            ranges=tuple(IndexRange(start=start, stop=stop) for start, stop in produced),
+            complete=produced == normalise_ranges(assigned),
+            drained=None if drained is None else _drained(drained),
+            records=records,
+            columns=column_types(final),
+            arrow_schema=final.to_string(show_schema_metadata=False),
+            parts=tuple(parts),
+            usage_source="host" if tap.supported else "unavailable",
+            models=_usage(inputs, tap, routing),
+            timings=Timings(
+                worker_started_at=self.started,
+                worker_finished_at=system_clock(),
+                queue_wait_s=earlier.queue_wait_s,
+                server_start_s=earlier.server_start_s,
+                host_import_s=self.seconds.get("import", 0.0),
+                setup_s=self.seconds.get("setup", 0.0),
+                generation_s=generation_s,
+                write_s=clock() - t0,
+                records_per_s=records / generation_s if generation_s > 0 else 0.0,
+            ),
+            host_version=self.host.version if self.host is not None else (installed_version("data-designer") or ""),
+            runtime_version=runtime_version,
+            python=platform.python_version(),
+        )
+        path = inputs.layout.output_manifest(inputs.shard.shard, inputs.attempt)
+        written = write_record_once(path, MANIFEST_SCHEMA, manifest, operation="worker.write_manifest")
+        if not isinstance(written, RecordWritten):
+            raise OutputConflict(f"the output manifest {str(path)!r} already exists")
+        return manifest
 
 
 def _dataset_name(item: IndexRange) -> str:
     return f"records-{item.start}-{item.stop}"
 
 
-def _generate(designer: Any, builder: Any, inputs: WorkerInputs, item: IndexRange, progress: ProgressWriter) -> Path:
-    """One create call for ``item``; returns the directory of the host's batch files."""
-    done_before = progress.records_done
-
-    def on_batch_complete(path: Path) -> None:
-        # The host aborts the run when this raises; progress is never evidence, so a failure only logs.
-        try:
-            progress.records_done += batch_rows(Path(path))
-        except Exception as exc:
-            print(f"ddslurm-worker: cannot count the rows of {str(path)!r}: {exc}", file=sys.stderr)
-        progress.publish("generating")
-
-    seed_generators(inputs.shard.seed)
-    results = designer.create(
-        builder, num_records=item.records, dataset_name=_dataset_name(item), on_batch_complete=on_batch_complete
+def _drained(outcome: DrainOutcome) -> Drained:
+    why = {"SIGUSR1": "the time-limit warning", "SIGTERM": "a termination"}[outcome.signal]
+    how = (
+        "new requests were held and every in-flight request finished"
+        if outcome.settled
+        else ("published at once" if outcome.signal == "SIGTERM" else "the drain grace ran out")
     )
-    dataset_dir = Path(results.artifact_storage.final_dataset_path)
-    produced = sum(batch_rows(path) for path in host_batch_files(dataset_dir))
-    if produced != item.records:
-        raise RuntimeError(f"the host produced {produced} of the {item.records} records of [{item.start}, {item.stop})")
-    progress.records_done = done_before + produced
-    return dataset_dir
-
-
-def _publish(
-    inputs: WorkerInputs,
-    host: Host,
-    tap: UsageTap,
-    datasets: list[Path],
-    routing: dict[str, Routing],
-    *,
-    started: datetime,
-    seconds: tuple[float, float, float],
-    clock: Callable[[], float],
-) -> OutputManifest:
-    t0 = clock()
-    provenance = Provenance(
-        run_id=str(inputs.layout.run_id),
-        plan_digest=inputs.plan.digest,
-        shard=inputs.shard.shard,
-        attempt=inputs.attempt,
+    return Drained(
+        signal=outcome.signal,
+        requested_at=outcome.requested_at,
+        published_at=system_clock(),
+        settled=outcome.settled,
+        message=f"stopped on {why} ({outcome.signal}): {how}; the missing indices are left for the next attempt",
     )
-    files = [host_batch_files(directory) for directory in datasets]
-    schema = unified_schema([path for group in files for path in group])
-    parts: list[OutputPart] = []
-    for item, group in zip(inputs.ranges, files, strict=True):
-        parts += write_parts(
-            inputs.layout, group, schema=schema, first_index=item.start, first_part=len(parts), provenance=provenance
-        )
-    records = sum(part.records for part in parts)
-    final = output_schema(schema)
-    import_s, setup_s, generation_s = seconds
-    earlier = earlier_timings(inputs)
-    manifest = OutputManifest(
-        run_id=provenance.run_id,
-        plan_digest=inputs.plan.digest,
-        config_digest=inputs.plan.config_digest,
-        shard=inputs.shard.shard,
-        attempt=inputs.attempt,
-        seed=inputs.shard.seed,
-        ranges=inputs.ranges,
-        records=records,
-        columns=column_types(final),
-        arrow_schema=final.to_string(show_schema_metadata=False),
-        parts=tuple(parts),
-        usage_source="host" if tap.supported else "unavailable",
-        models=_usage(inputs, tap, routing),
-        timings=Timings(
-            worker_started_at=started,
-            worker_finished_at=system_clock(),
-            queue_wait_s=earlier.queue_wait_s,
-            server_start_s=earlier.server_start_s,
-            host_import_s=import_s,
-            setup_s=setup_s,
-            generation_s=generation_s,
-            write_s=clock() - t0,
-            records_per_s=records / generation_s if generation_s > 0 else 0.0,
-        ),
-        host_version=host.version,
-        runtime_version=runtime_version,
-        python=platform.python_version(),
-    )
-    path = inputs.layout.output_manifest(inputs.shard.shard, inputs.attempt)
-    written = write_record_once(path, MANIFEST_SCHEMA, manifest, operation="worker.write_manifest")
-    if not isinstance(written, RecordWritten):
-        raise OutputConflict(f"the output manifest {str(path)!r} already exists")
-    return manifest
 
 
 def _routing(router: Router) -> Routing:

@@ -1,13 +1,25 @@
-"""One claimed attempt, run to its end: checks, server steps, readiness, endpoints, client, status.
+"""One claimed attempt, run to its end: checks, assignment, server steps, readiness, endpoints, client, status.
 
-:class:`Supervisor` always ends with exactly one classified status (``status.json``) and stops every step and
-the client first (TERM, then KILL after a grace period).
+:class:`Supervisor` always ends with exactly one classified status (``status.json``), written before it stops
+every step and the client (TERM, then KILL after a grace period), so that the status lands even when Slurm's
+``KillWait`` is short.
+
+* Assignment: the attempt generates the shard's range minus what earlier attempts' valid manifests cover
+  (``runtime._coverage``), recorded in ``attempt.json``; nothing left means ``succeeded`` at once.
+* Replicas: a replica that dies while the client runs is recorded; the attempt goes on while another replica
+  of its alias lives (the client's router fails over) and ends ``server_died`` when none does.
+* Signals: before the client starts, a signal ends the attempt classified (``supervisor._stopping``) with no
+  records. While it runs, the supervisor forwards the signal (``SIGUSR1`` for the warning, else ``SIGTERM``)
+  to the client worker, which drains and publishes a partial manifest; the attempt ends ``time_limit``,
+  ``preempted`` or ``cancelled`` with the records published (``succeeded`` if the worker finished first).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -21,14 +33,19 @@ from pathlib import Path
 from data_designer.slurm.contracts import ExecutionPlan
 from data_designer.slurm.planner import SERVER_API_KEY_ENV, bind_argv
 from data_designer.slurm.runtime._command import CommandRunner
+from data_designer.slurm.runtime._coverage import shard_coverage, to_index_ranges
 from data_designer.slurm.runtime._records import (
     Clock,
     RecordConflict,
+    RecordOk,
     format_timestamp,
+    read_record,
     replace_record,
     write_record_once,
 )
 from data_designer.slurm.runtime._run_layout import RunLayout
+from data_designer.slurm.runtime._worker_drain import EXIT_DRAINED
+from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, IndexRange, OutputManifest
 from data_designer.slurm.runtime.supervisor._environment import (
     SetupError,
     TaskIdentity,
@@ -65,20 +82,34 @@ from data_designer.slurm.runtime.supervisor._replicas import (
     stop_processes,
 )
 from data_designer.slurm.runtime.supervisor._slurm_nodes import allocation_nodes
+from data_designer.slurm.runtime.supervisor._stopping import StopCause, classify_stop
 
 DEFAULT_POLL_S = 0.2
 DEFAULT_STOP_GRACE_S = 10.0
+DRAIN_SLACK_S = 5.0
+"""Beyond the drain grace, what the client worker gets to write its partial manifest before it is stopped."""
 CLIENT_EXIT_STATUS: dict[int, FinalStatus] = {2: "invalid_config", 3: "client_error"}
 
 
 class AttemptEnded(Exception):
     """The attempt ends with ``status``."""
 
-    def __init__(self, status: FinalStatus, message: str, *, step: str | None = None, tail: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        status: FinalStatus,
+        message: str,
+        *,
+        step: str | None = None,
+        tail: Sequence[str] = (),
+        records: int | None = None,
+        drain_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.step = step
         self.tail = tuple(tail)
+        self.records = records
+        self.drain_s = drain_s
 
 
 class Supervisor:
@@ -111,6 +142,11 @@ class Supervisor:
         self.nodes: tuple[str, ...] = ()
         self.addresses: tuple[str, ...] = ()
         self.times: dict[str, datetime] = {}
+        self.assigned: tuple[IndexRange, ...] | None = None
+        self.covered: tuple[IndexRange, ...] = ()
+        self.exited: dict[int, tuple[int, datetime]] = {}
+        """Replica position -> (exit code, when seen) for replicas that ended while the attempt ran."""
+        self.cause: StopCause | None = None
 
     # -- logging and records -------------------------------------------------------------------------------------
 
@@ -143,12 +179,15 @@ class Supervisor:
             servers_spawned_at=self.times.get("servers_spawned"),
             servers_ready_at=self.times.get("servers_ready"),
             client_started_at=self.times.get("client_started"),
-            replicas=tuple(self._replica_record(r) for r in self.replicas),
+            assigned=self.assigned,
+            covered_before=self.covered,
+            replicas=tuple(self._replica_record(i, r) for i, r in enumerate(self.replicas)),
         )
         path = self.layout.attempt_record(self.task.shard, self.task.attempt)
         replace_record(path, ATTEMPT_SCHEMA, record, clock=self.clock, operation="supervisor.attempt")
 
-    def _replica_record(self, replica: ReplicaProcess) -> ReplicaRecord:
+    def _replica_record(self, position: int, replica: ReplicaProcess) -> ReplicaRecord:
+        exit_code, exited_at = self.exited.get(position, (None, None))
         return ReplicaRecord(
             alias=replica.plan.alias,
             replica=replica.plan.replica,
@@ -163,6 +202,8 @@ class Supervisor:
             ready_at=replica.ready_at,
             startup_s=replica.startup_s,
             readiness_lag_s=replica.readiness_lag_s,
+            exited_at=exited_at,
+            exit_code=exit_code,
         )
 
     # -- the attempt ---------------------------------------------------------------------------------------------
@@ -170,29 +211,39 @@ class Supervisor:
     def run(self) -> int:
         self.say(f"run {self.layout.run_id} shard {self.task.shard} attempt {self.task.attempt} (pid {os.getpid()})")
         self.heartbeat.start()
-        ended: AttemptEnded
         try:
-            try:
-                self._run()
-                ended = AttemptEnded("succeeded", "the client worker finished and wrote its manifest")
-            except SetupError as exc:
-                ended = AttemptEnded(exc.status, str(exc))
-            except AttemptEnded as exc:
-                ended = exc
-            except Exception as exc:  # a bug or an unusable filesystem: still classified, with the traceback
-                lines = traceback.format_exception(exc)
-                tail = "".join(lines).splitlines()[-LOG_TAIL_LINES:]
-                ended = AttemptEnded("internal_error", f"the supervisor failed: {type(exc).__name__}: {exc}", tail=tail)
+            ended = self._attempt()
+            self._write_status(ended)
         finally:
             self.heartbeat.set_phase("stopping")
             self._stop_children()
             self.heartbeat.stop()
-        self._write_status(ended)
         return EXIT_CODES[ended.status]
+
+    def _attempt(self) -> AttemptEnded:
+        try:
+            self._run()
+            return AttemptEnded(
+                "succeeded", "the client worker finished and wrote its manifest", records=self._published_records()
+            )
+        except SetupError as exc:
+            return AttemptEnded(exc.status, str(exc))
+        except AttemptEnded as exc:
+            return exc
+        except Exception as exc:  # a bug or an unusable filesystem: still classified, with the traceback
+            lines = traceback.format_exception(exc)
+            tail = "".join(lines).splitlines()[-LOG_TAIL_LINES:]
+            return AttemptEnded("internal_error", f"the supervisor failed: {type(exc).__name__}: {exc}", tail=tail)
 
     def _run(self) -> None:
         check_digest(self.plan)
         check_environment(self.plan)
+        self._assign()
+        if not self.assigned:
+            self.write_attempt()
+            raise AttemptEnded(
+                "succeeded", "nothing left to generate: earlier attempts published every index of the shard", records=0
+            )
         self.nodes, self.addresses = allocation_nodes(self.environ, self.runner)
         needed = max((max(nodes_of(r)) for r in self.plan.allocation.replicas), default=0) + 1
         if needed > len(self.nodes):
@@ -206,12 +257,28 @@ class Supervisor:
         self._write_endpoints(with_key=key is not None)
         self._run_client()
 
+    def _assign(self) -> None:
+        """The shard's range minus what earlier attempts published (their valid manifests)."""
+        shard = next((s for s in self.plan.shards if s.shard == self.task.shard), None)
+        if shard is None:
+            raise SetupError("invalid_config", f"the plan has no shard {self.task.shard}")
+        coverage = shard_coverage(self.layout, shard, plan_digest=self.plan.digest, below_attempt=self.task.attempt)
+        self.covered = to_index_ranges(coverage.covered)
+        self.assigned = to_index_ranges(coverage.missing)
+        if coverage.manifests:
+            self.say(
+                f"earlier attempts {sorted(coverage.manifests)} published {coverage.records} of "
+                f"{shard.records} records; this attempt generates {sum(r.records for r in self.assigned)}"
+            )
+        if coverage.overlap:
+            self.say(f"earlier attempts overlap on {list(coverage.overlap)}; the lowest attempt keeps those indices")
+
     def _start_replicas(self) -> None:
         self.heartbeat.set_phase("servers_starting")
         port_dir = self.attempt_dir / PORTS_DIR
         port_dir.mkdir(parents=True, exist_ok=True)
         for plan in self.plan.allocation.replicas:
-            self._cancelled_check()
+            self._check_stop()
             argv = srun_argv(plan, python=sys.executable, port_dir=port_dir, environ=self.environ)
             log = self.layout.log_file(self.task.shard, self.task.attempt, log_step(plan))
             started, monotonic = self.clock(), time.monotonic()
@@ -233,7 +300,7 @@ class Supervisor:
         port_dir = self.attempt_dir / PORTS_DIR
         pending = list(self.replicas)
         while pending:
-            self._cancelled_check()
+            self._check_stop()
             for replica in list(pending):
                 code = replica.process.poll()
                 if code is not None:
@@ -310,38 +377,116 @@ class Supervisor:
         self.write_attempt()
         self.say(f"client worker started: {' '.join(argv)}")
         while True:
-            self._cancelled_check()
+            if self.stop.is_set():
+                self._drain(self.client, log)
+                return
             code = self.client.poll()
             if code is not None:
                 self._client_ended(code, log)
                 return
-            for replica in self.replicas:
-                died = replica.process.poll()
-                if died is not None:
-                    raise AttemptEnded(
-                        "server_died",
-                        f"server {replica.step} exited {died} while the client was running",
-                        step=log_step(replica.plan),
-                        tail=log_tail(replica.log),
-                    )
+            self._check_replicas()
             self.stop.wait(self.poll_s)
+
+    def _check_replicas(self) -> None:
+        """Record replicas that ended; fail only when an alias has no live replica left."""
+        for position, replica in enumerate(self.replicas):
+            if position in self.exited:
+                continue
+            died = replica.process.poll()
+            if died is None:
+                continue
+            self.exited[position] = (died, self.clock())
+            self.write_attempt()
+            alias = replica.plan.alias
+            alive = [r for i, r in enumerate(self.replicas) if r.plan.alias == alias and i not in self.exited]
+            if not alive:
+                raise AttemptEnded(
+                    "server_died",
+                    f"server {replica.step} exited {died} while the client was running, and no replica of "
+                    f"{alias!r} is left",
+                    step=log_step(replica.plan),
+                    tail=log_tail(replica.log),
+                )
+            self.say(
+                f"server {replica.step} exited {died}; {len(alive)} replica(s) of {alias!r} still serve it "
+                "(the client's router fails over)"
+            )
+
+    def _drain(self, client: subprocess.Popen[bytes], log: Path) -> None:
+        """Forward the stop to the client worker, wait for its partial manifest, and classify the ending."""
+        started = time.monotonic()
+        self.heartbeat.set_phase("draining")
+        cause = self._stop_cause()
+        grace = float(self.plan.allocation.drain_grace_s)
+        forwarded = self._forward(client)
+        self.say(f"{cause.detail}: draining the client worker ({forwarded}, grace {grace:.0f}s)")
+        deadline = started + grace + DRAIN_SLACK_S
+        while client.poll() is None and time.monotonic() < deadline:
+            if forwarded == "SIGUSR1" and "SIGTERM" in self.received:
+                forwarded = self._forward(client)  # the job is ending now: the worker must publish at once
+            time.sleep(min(self.poll_s, 0.05))
+        drain_s = round(time.monotonic() - started, 6)
+        code = client.poll()
+        if code is None:
+            raise AttemptEnded(
+                cause.status,
+                f"{cause.detail}; the client worker did not finish draining within {grace:.0f}s, nothing published",
+                step="client",
+                tail=log_tail(log),
+                records=0,
+                drain_s=drain_s,
+            )
+        if code == EXIT_DRAINED:
+            manifest = self._manifest()
+            if manifest is None:
+                raise AttemptEnded(
+                    "client_error", "the client worker drained without a valid output/manifest.json", step="client"
+                )
+            assigned = sum(item.records for item in self.assigned or ())
+            raise AttemptEnded(
+                cause.status,
+                f"{cause.detail}; drained in {drain_s:.1f}s: {manifest.records} of {assigned} records published, "
+                "the rest is left for the next attempt",
+                records=manifest.records,
+                drain_s=drain_s,
+            )
+        self._client_ended(code, log)
+        self.say(f"the client worker finished before it could drain ({drain_s:.1f}s after the signal)")
+
+    def _forward(self, client: subprocess.Popen[bytes]) -> str:
+        name = "SIGUSR1" if self.received[:1] == ["SIGUSR1"] and "SIGTERM" not in self.received else "SIGTERM"
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(client.pid, signal.SIGUSR1 if name == "SIGUSR1" else signal.SIGTERM)
+        return name
+
+    def _manifest(self) -> OutputManifest | None:
+        found = read_record(self.layout.output_manifest(self.task.shard, self.task.attempt), MANIFEST_SCHEMA)
+        return found.payload if isinstance(found, RecordOk) else None
+
+    def _published_records(self) -> int | None:
+        manifest = self._manifest()
+        return manifest.records if manifest is not None else None
 
     def _client_ended(self, code: int, log: Path) -> None:
         if code == 0:
-            manifest = self.layout.output_manifest(self.task.shard, self.task.attempt)
-            if manifest.is_file():
+            if self._manifest() is not None:
                 return
             raise AttemptEnded(
-                "client_error", "the client worker exited 0 without writing output/manifest.json", step="client"
+                "client_error", "the client worker exited 0 without a valid output/manifest.json", step="client"
             )
         status = CLIENT_EXIT_STATUS.get(code, "client_error")
         how = f"was killed by signal {-code}" if code < 0 else f"exited {code}"
         raise AttemptEnded(status, f"the client worker {how}", step="client", tail=log_tail(log))
 
-    def _cancelled_check(self) -> None:
+    def _stop_cause(self) -> StopCause:
+        if self.cause is None:
+            self.cause = classify_stop(self.received, self.environ, self.runner)
+        return self.cause
+
+    def _check_stop(self) -> None:
         if self.stop.is_set():
-            why = f"{self.received[0]} received" if self.received else "stop requested"
-            raise AttemptEnded("cancelled", f"the attempt was cancelled ({why})")
+            cause = self._stop_cause()
+            raise AttemptEnded(cause.status, f"{cause.detail}; stopped before generation started", records=0)
 
     def _stop_children(self) -> None:
         processes = [p for p in [self.client, *(r.process for r in self.replicas)] if p is not None]
@@ -356,6 +501,10 @@ class Supervisor:
             message=str(ended),
             step=ended.step,
             log_tail=ended.tail,
+            signal=self.received[0] if self.received else None,
+            records=ended.records,
+            records_assigned=None if self.assigned is None else sum(item.records for item in self.assigned),
+            drain_s=ended.drain_s,
             started_at=self.started_at,
             finished_at=self.clock(),
         )

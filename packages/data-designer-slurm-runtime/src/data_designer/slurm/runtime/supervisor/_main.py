@@ -5,7 +5,13 @@ In order: read the plan, find this task's shard and attempt, claim the attempt d
 environment, start every server replica as an ``srun`` step, wait for each to be healthy, publish the
 endpoints, run the client worker, and end with exactly one classified status (``status.json``) and exit
 code (:data:`EXIT_CODES`). Whatever happens, every step and the client are stopped before the supervisor
-exits. SIGTERM, SIGUSR1 and SIGINT cancel the attempt (draining before the time limit is a later issue).
+exits. SIGUSR1 (the time-limit warning), SIGTERM and SIGINT make it drain the client and end classified
+(``supervisor._stopping``).
+
+Which attempt: the plan binds each array index to (shard, attempt 1). A requeued task (same job, higher
+``SLURM_RESTART_COUNT``) whose earlier run holds that attempt takes the next free number; a retry submission
+sets ``DDSLURM_ATTEMPT=next`` (``sbatch --export=ALL,DDSLURM_ATTEMPT=next``) and always takes the next free
+number. Either way the new attempt generates only what earlier attempts did not publish.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from data_designer.slurm.runtime.supervisor._records import EXIT_CODES
 
 EXIT_NOT_OURS = 4
 """The attempt is claimed by someone else: this process writes nothing into it."""
+ENV_ATTEMPT = "DDSLURM_ATTEMPT"
+"""``next``: take the next free attempt number of the shard (a retry), not the one the plan binds."""
 
 
 class AttemptTaken(Exception):
@@ -49,6 +57,9 @@ def claim_attempt(layout: RunLayout, task: TaskIdentity, environ: Mapping[str, s
     Raises AttemptTaken when another claimant (not an earlier run of this very task) holds it.
     """
     owner = owner_from_environment(environ, clock=clock)
+    if environ.get(ENV_ATTEMPT) == "next":
+        taken = next_attempt_number(layout.attempts_dir(task.shard), owner)
+        return replace(task, attempt=taken.number)
     path = layout.claim(task.shard, task.attempt)
     path.parent.mkdir(parents=True, exist_ok=True)
     result = claim(path, owner.model_copy(update={"attempt": task.attempt}))

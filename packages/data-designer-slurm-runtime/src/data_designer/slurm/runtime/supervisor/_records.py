@@ -18,6 +18,7 @@ from pydantic import AwareDatetime, BaseModel, Field, NonNegativeFloat, NonNegat
 
 from data_designer.slurm.contracts._types import FROZEN
 from data_designer.slurm.runtime._records import RecordSchema
+from data_designer.slurm.runtime._worker_records import IndexRange
 
 FinalStatus = Literal[
     "succeeded",
@@ -27,6 +28,9 @@ FinalStatus = Literal[
     "invalid_config",
     "environment_mismatch",
     "cancelled",
+    "time_limit",
+    "preempted",
+    "endpoint_unreachable",
     "internal_error",
 ]
 """How an attempt ended; every ending of the supervisor is exactly one of these (``internal_error``: a bug in the
@@ -41,10 +45,13 @@ EXIT_CODES: dict[str, int] = {
     "server_failed_to_start": 10,
     "server_died": 11,
     "cancelled": 12,
+    "time_limit": 13,
+    "preempted": 14,
+    "endpoint_unreachable": 15,
 }
 """The supervisor's exit code (the job's, in ``sacct``) for each final status."""
 
-Phase = Literal["starting", "servers_starting", "client_running", "stopping"]
+Phase = Literal["starting", "servers_starting", "client_running", "draining", "stopping"]
 
 
 class PortRecord(BaseModel):
@@ -85,6 +92,8 @@ class ReplicaRecord(BaseModel):
     readiness_lag_s: float | None = Field(
         default=None, description="Detected ready minus the server's own ready time, when the server reports one."
     )
+    exited_at: AwareDatetime | None = Field(default=None, description="When the supervisor saw the step end early.")
+    exit_code: int | None = Field(default=None, description="The step's exit code (negative: killed by a signal).")
 
 
 class AttemptRecord(BaseModel):
@@ -108,6 +117,14 @@ class AttemptRecord(BaseModel):
     servers_spawned_at: AwareDatetime | None = None
     servers_ready_at: AwareDatetime | None = None
     client_started_at: AwareDatetime | None = None
+    assigned: tuple[IndexRange, ...] | None = Field(
+        default=None,
+        description="The record-index ranges this attempt generates: the shard's range minus what earlier attempts' "
+        "valid manifests cover (None until computed).",
+    )
+    covered_before: tuple[IndexRange, ...] = Field(
+        default=(), description="The ranges earlier attempts published, as they were when this attempt started."
+    )
     replicas: tuple[ReplicaRecord, ...] = ()
 
 
@@ -148,6 +165,14 @@ class StatusRecord(BaseModel):
     message: str
     step: str | None = Field(default=None, description="The step that caused the ending (server or client), if any.")
     log_tail: tuple[str, ...] = ()
+    signal: str | None = Field(default=None, description="The first signal the supervisor received, if any.")
+    records: NonNegativeInt | None = Field(
+        default=None, description="Records this attempt published (its manifest), when it wrote one."
+    )
+    records_assigned: NonNegativeInt | None = Field(default=None, description="Records this attempt was assigned.")
+    drain_s: NonNegativeFloat | None = Field(
+        default=None, description="Signal received to the client worker's exit, when the attempt drained."
+    )
     started_at: AwareDatetime
     finished_at: AwareDatetime
 

@@ -48,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--crash-after", type=int, default=None, metavar="N", help=f"exit {EXIT_CRASHED} after N answered requests"
     )
+    parser.add_argument(
+        "--crash-claim",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="with --crash-after: only the replica that creates PATH first crashes (one of several replicas dies)",
+    )
     parser.add_argument("--max-tokens", type=int, default=16, help="words in a full text answer (at least 2)")
     parser.add_argument("--api-key-env", default=None, metavar="NAME", help="require 'Bearer $NAME' on /v1/*")
     parser.add_argument("--request-log", type=Path, default=None, help="append one JSON line per request")
@@ -61,6 +68,9 @@ def _config(args: argparse.Namespace) -> StubServerConfig:
         api_key = os.environ.get(args.api_key_env) or None
         if api_key is None:
             raise ValueError(f"--api-key-env {args.api_key_env!r} names an unset or empty variable")
+    crash_after = args.crash_after
+    if crash_after is not None and args.crash_claim is not None and not _claim(args.crash_claim):
+        crash_after = None  # another replica claimed the crash
     return StubServerConfig(
         model=args.model,
         replica_id=args.replica_id,
@@ -69,12 +79,21 @@ def _config(args: argparse.Namespace) -> StubServerConfig:
         start_delay_s=args.start_delay_s,
         latency_s=args.latency_s,
         crash_at_start=args.crash_at_start,
-        crash_after=args.crash_after,
+        crash_after=crash_after,
         max_tokens=args.max_tokens,
         api_key=api_key,
         request_log=args.request_log,
         ignore_sigterm=args.ignore_sigterm,
     )
+
+
+def _claim(path: Path) -> bool:
+    """Create ``path`` exclusively; False when it exists (another replica took it)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,91 @@
+"""Which record indices of a shard its attempts have published, and what a new attempt must generate.
+
+Evidence is each attempt's ``output/manifest.json`` read as :class:`RecordOk` (a partial manifest counts for
+the ranges it lists; parts without a manifest count for nothing). A manifest is trusted only when it is of
+this run, this plan and this shard. When two attempts cover one index (they ran at once against the rules),
+the lowest-numbered attempt keeps it and the overlap is reported, never counted twice
+(``planner.first_claims``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from data_designer.slurm.contracts import ShardPlan
+from data_designer.slurm.planner import Range, count_indices, first_claims, missing_ranges
+from data_designer.slurm.runtime._claims import attempt_numbers
+from data_designer.slurm.runtime._records import RecordOk, read_record
+from data_designer.slurm.runtime._run_layout import RunLayout
+from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, IndexRange, OutputManifest
+
+
+@dataclass(frozen=True)
+class ShardCoverage:
+    """What the attempts of one shard published."""
+
+    shard: ShardPlan
+    manifests: dict[int, OutputManifest]
+    """Attempt number -> its valid manifest."""
+    kept: dict[int, tuple[Range, ...]]
+    """Attempt number -> the ranges it contributes (the lowest attempt keeps an index claimed twice)."""
+    overlap: tuple[Range, ...]
+    """Indices more than one attempt published (empty unless attempts ran at once)."""
+
+    @property
+    def covered(self) -> tuple[Range, ...]:
+        return tuple(item for ranges in self.kept.values() for item in ranges)
+
+    @property
+    def missing(self) -> tuple[Range, ...]:
+        return missing_ranges((self.shard.start, self.shard.stop), self.covered)
+
+    @property
+    def records(self) -> int:
+        return count_indices(self.covered)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+def to_index_ranges(ranges: tuple[Range, ...]) -> tuple[IndexRange, ...]:
+    return tuple(IndexRange(start=start, stop=stop) for start, stop in ranges)
+
+
+def from_index_ranges(ranges: tuple[IndexRange, ...]) -> tuple[Range, ...]:
+    return tuple((item.start, item.stop) for item in ranges)
+
+
+def shard_coverage(
+    layout: RunLayout, shard: ShardPlan, *, plan_digest: str, below_attempt: int | None = None
+) -> ShardCoverage:
+    """The shard's published ranges over its attempts (only those numbered below ``below_attempt``, when given)."""
+    manifests: dict[int, OutputManifest] = {}
+    for number in attempt_numbers(layout.attempts_dir(shard.shard)):
+        if below_attempt is not None and number >= below_attempt:
+            continue
+        found = read_record(layout.output_manifest(shard.shard, number), MANIFEST_SCHEMA)
+        if not isinstance(found, RecordOk):
+            continue
+        manifest = found.payload
+        if (
+            manifest.run_id != str(layout.run_id)
+            or manifest.plan_digest != plan_digest
+            or manifest.shard != shard.shard
+            or manifest.attempt != number
+        ):
+            continue
+        manifests[number] = manifest
+    claims = [(number, _within(shard, from_index_ranges(m.ranges))) for number, m in manifests.items()]
+    kept, overlap = first_claims(claims)
+    return ShardCoverage(shard=shard, manifests=manifests, kept=kept, overlap=overlap)
+
+
+def _within(shard: ShardPlan, ranges: tuple[Range, ...]) -> tuple[Range, ...]:
+    """``ranges`` clipped to the shard (a manifest claiming indices outside its shard claims nothing there)."""
+    out = []
+    for start, stop in ranges:
+        low, high = max(start, shard.start), min(stop, shard.stop)
+        if low < high:
+            out.append((low, high))
+    return tuple(out)
