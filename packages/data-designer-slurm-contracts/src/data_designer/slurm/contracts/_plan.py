@@ -103,8 +103,9 @@ class ReplicaPlan(BaseModel):
     gpus: NonNegativeInt = Field(description="GPUs in total (tensor x pipeline parallel for vLLM).")
     cpus: PositiveInt
     argv: tuple[str, ...] = Field(
-        description="Exact argv template: '{host}', '{port}' and '{api_key}' are bound in the allocation (bind probe, "
-        "per-attempt key); '{{' and '}}' are literal braces (the planner's bind_argv)."
+        description="Exact argv template: '{host}' and '{port}' are bound in the allocation (bind probe); a per-attempt "
+        "key travels only in the environment (DDSLURM_SERVER_API_KEY; vLLM reads VLLM_API_KEY); '{{' and '}}' are "
+        "literal braces (the planner's bind_argv)."
     )
     environment: dict[str, str] = Field(description="Variables set for the server (values planned here, no secrets).")
     pass_environment: tuple[str, ...] = Field(description="Names of variables passed through from the job.")

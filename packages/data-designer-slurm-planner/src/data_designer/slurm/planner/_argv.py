@@ -1,16 +1,23 @@
 """Argv templates of a plan: server argv (vLLM, command templates) and the client worker's argv (pure).
 
 Every argv in a plan is a ``str.format``-style template over a fixed set of names bound inside
-the allocation: ``{host}``, ``{port}`` and ``{api_key}`` for servers (:data:`SERVER_BOUND_NAMES`;
-the port is probed, the key generated per attempt), ``{shard}`` and ``{attempt}`` for the client
-(:data:`CLIENT_BOUND_NAMES`). Every brace of authored text is doubled, so :func:`bind_argv` gives
-back authored text byte for byte, whatever it holds. No argv ever passes through a shell.
+the allocation: ``{host}`` and ``{port}`` for servers (:data:`SERVER_BOUND_NAMES`; the port is
+probed), ``{shard}`` and ``{attempt}`` for the client (:data:`CLIENT_BOUND_NAMES`). Every brace of
+authored text is doubled, so :func:`bind_argv` gives back authored text byte for byte, whatever it
+holds. No argv ever passes through a shell.
+
+No argv carries a secret: an argv is readable by every user of a node (``/proc/<pid>/cmdline``,
+``ps``). A replica that listens beyond loopback gets a per-attempt key generated in the allocation
+in the variable :data:`SERVER_API_KEY_ENV`; a vLLM replica reads it from ``VLLM_API_KEY``
+(:data:`VLLM_API_KEY_ENV`), which the replica's launcher sets from that variable, so the planner
+writes no ``--api-key`` flag.
 
 A ``command`` deployment's argv is itself a template: ``{host}`` and ``{port}`` stay for the
 allocation; ``{model}``, ``{gpus}`` (the replica's GPU count), ``{served_name}`` (the alias) and
-``{api_key_env}`` (:data:`SERVER_API_KEY_ENV`, the variable holding a remote replica's key) are
-substituted here; ``{{`` and ``}}`` are literal braces; anything else is an input error naming the
-argv element.
+``{api_key_env}`` (:data:`SERVER_API_KEY_ENV`, the *name* of the variable holding a remote
+replica's key) are substituted here; ``{{`` and ``}}`` are literal braces; anything else is an
+input error naming the argv element (``{api_key}`` too, with a hint towards ``{api_key_env}``: the
+key's value never goes on an argv).
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ WORKER_MODULE = "data_designer.slurm.runtime.worker"
 """The client worker the supervisor starts in each allocation (written with the runtime)."""
 SERVER_API_KEY_ENV = "DDSLURM_SERVER_API_KEY"
 """The variable the allocation sets to a per-attempt key for replicas that listen beyond loopback."""
-SERVER_BOUND_NAMES = frozenset({"host", "port", "api_key"})
+VLLM_API_KEY_ENV = "VLLM_API_KEY"
+"""The variable vLLM's OpenAI-compatible server reads its API key from (set by the launcher, never on argv)."""
+SERVER_BOUND_NAMES = frozenset({"host", "port"})
 CLIENT_BOUND_NAMES = frozenset({"shard", "attempt"})
 
 _FORMATTER = string.Formatter()
@@ -55,7 +64,11 @@ def _problem(code: str, key_path: str, message: str, hint: str) -> Problem:
 
 
 def vllm_argv(alias: str, deployment: VllmDeployment, *, remote: bool, problems: list[Problem]) -> tuple[str, ...]:
-    """``vllm serve MODEL`` with the flags the runtime controls, then the engine args (authored braces doubled)."""
+    """``vllm serve MODEL`` with the flags the runtime controls, then the engine args (authored braces doubled).
+
+    ``remote`` (the replica listens beyond loopback) changes nothing here: its key reaches vLLM as
+    ``VLLM_API_KEY`` in the environment, never as ``--api-key`` on the argv.
+    """
     path = ("deployments", alias, "engine_args")
     found = check_engine_args(deployment.engine_args, path=path)
     problems.extend(found)
@@ -83,8 +96,6 @@ def vllm_argv(alias: str, deployment: VllmDeployment, *, remote: bool, problems:
         "--served-model-name",
         escape_braces(alias),
     ]
-    if remote:
-        argv += ["--api-key", "{api_key}"]
     if not found:
         argv += [escape_braces(word) for word in render_engine_args(deployment.engine_args, path=path)]
     return tuple(argv)
@@ -117,6 +128,18 @@ def command_argv(alias: str, deployment: CommandDeployment, *, gpus: int, proble
         for literal, field, spec, conversion in parsed:
             parts.append(escape_braces(literal))
             if field is None:
+                continue
+            if field == "api_key" and not (spec or conversion):
+                problems.append(
+                    _problem(
+                        "api_key_on_argv",
+                        key_path,
+                        f"{template!r} puts the server's API key on the command line, where every user of the node "
+                        "can read it",
+                        "pass {api_key_env} (the name of the variable holding the key) to a server that reads its "
+                        "key from a variable, or wrap the server in a script that reads it",
+                    )
+                )
                 continue
             if spec or conversion or (field not in known and field not in _LEFT_FOR_ALLOCATION):
                 written = field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")

@@ -110,10 +110,9 @@ RENDERED_FLAGS: tuple[str, ...] = (
     "--served-model-name",
     "--tensor-parallel-size",
     "--pipeline-parallel-size",
-    "--api-key",
 )
-"""Flags the planner writes into every vLLM server argv (``--api-key`` only for a replica that spans nodes), before
-the engine args; all of them are controlled."""
+"""Flags the planner writes into every vLLM server argv, before the engine args; all of them are controlled (the
+per-attempt API key reaches vLLM as ``VLLM_API_KEY``, never on argv)."""
 
 MULTI_NODE_FLAGS: tuple[str, ...] = (
     "--headless",

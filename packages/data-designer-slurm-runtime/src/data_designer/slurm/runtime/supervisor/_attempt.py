@@ -81,6 +81,7 @@ from data_designer.slurm.runtime.supervisor._replicas import (
     step_environment,
     stop_processes,
 )
+from data_designer.slurm.runtime.supervisor._preflight import check_external_endpoints, preflight_failure
 from data_designer.slurm.runtime.supervisor._slurm_nodes import allocation_nodes
 from data_designer.slurm.runtime.supervisor._stopping import StopCause, classify_stop
 
@@ -249,6 +250,7 @@ class Supervisor:
         if needed > len(self.nodes):
             raise SetupError("invalid_config", f"the plan places replicas on {needed} nodes, the job has {self.nodes}")
         self.write_attempt()
+        self._preflight()
         key = secrets.token_urlsafe(32) if any(r.requires_api_key for r in self.plan.allocation.replicas) else None
         if key is not None:
             self.environ[SERVER_API_KEY_ENV] = key
@@ -256,6 +258,15 @@ class Supervisor:
         self._wait_ready()
         self._write_endpoints(with_key=key is not None)
         self._run_client()
+
+    def _preflight(self) -> None:
+        """External endpoints must answer before anything starts (a bad URL or key fails in seconds)."""
+        checks = check_external_endpoints(self.plan.allocation.client.endpoints, self.environ)
+        for check in checks:
+            self.say(check.describe())
+        failure = preflight_failure(checks)
+        if failure is not None:
+            raise AttemptEnded(*failure)
 
     def _assign(self) -> None:
         """The shard's range minus what earlier attempts published (their valid manifests)."""
