@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan
-from data_designer.slurm.planner import bind_argv, canonical_json, compile, load_run, resolve_config
+from data_designer.slurm.planner import bind_argv, canonical_json, compile, load_run, missing_ranges, resolve_config
 from data_designer.slurm.runtime._records import RecordOk, read_record, write_record_once
 from data_designer.slurm.runtime._run_layout import RunLayout
 from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, PROGRESS_SCHEMA, OutputManifest
@@ -34,6 +35,7 @@ from data_designer.slurm.runtime.supervisor._records import (
     AliasEndpoints,
     EndpointsRecord,
 )
+from data_designer.slurm.runtime.testing import assign_attempt
 
 pytestmark = pytest.mark.host
 
@@ -92,7 +94,13 @@ def servers() -> Iterator[dict[str, Server]]:
 
 
 def make_plan(
-    config: dict[str, Any], *, records: int, shards: int, batch_size: int = 10, concurrency: int = 8
+    config: dict[str, Any],
+    *,
+    records: int,
+    shards: int,
+    batch_size: int = 10,
+    concurrency: int = 8,
+    drain_grace_s: int = 120,
 ) -> ExecutionPlan:
     run = {
         "schema_version": 1,
@@ -106,6 +114,7 @@ def make_plan(
         },
         "external": {"critic": {"endpoint": "http://placeholder/v1", "api_key_env": KEY_ENV}},
         "client": {"batch_size": batch_size, "default_concurrency": concurrency},
+        "submission": {"drain_grace_s": drain_grace_s},
     }
     profile = ClusterProfile.model_validate(
         {
@@ -124,6 +133,22 @@ def prepare_run(root: Path, plan: ExecutionPlan, servers: dict[str, Server]) -> 
     layout = RunLayout.of(root, RUN_ID)
     layout.run_dir.mkdir(parents=True)
     layout.plan_record.write_bytes(canonical_json(plan.model_dump(mode="json")))
+    for shard in plan.shards:
+        prepare_attempt(layout, plan, servers, shard=shard.shard, attempt=1, assigned=[(shard.start, shard.stop)])
+    return layout
+
+
+def prepare_attempt(
+    layout: RunLayout,
+    plan: ExecutionPlan,
+    servers: dict[str, Server],
+    *,
+    shard: int,
+    attempt: int,
+    assigned: list[tuple[int, int]],
+) -> None:
+    """What the supervisor writes before it starts the worker: attempt.json (the assigned ranges), endpoints.json."""
+    assign_attempt(layout, plan_digest=plan.digest, shard=shard, attempt=attempt, assigned=assigned)
     endpoints = EndpointsRecord(
         aliases={
             "writer": AliasEndpoints(
@@ -137,15 +162,14 @@ def prepare_run(root: Path, plan: ExecutionPlan, servers: dict[str, Server]) -> 
             ),
         }
     )
-    for shard in plan.shards:
-        path = layout.attempt_dir(shard.shard, 1) / "endpoints.json"
-        write_record_once(path, ENDPOINTS_SCHEMA, endpoints)
-    return layout
+    write_record_once(layout.attempt_dir(shard, attempt) / "endpoints.json", ENDPOINTS_SCHEMA, endpoints)
 
 
-def start_worker(layout: RunLayout, plan: ExecutionPlan, shard: int, env: dict[str, str]) -> subprocess.Popen[str]:
-    argv = bind_argv(plan.allocation.client.argv, {"shard": str(shard), "attempt": "1"})
-    attempt_dir = layout.attempt_dir(shard, 1)
+def start_worker(
+    layout: RunLayout, plan: ExecutionPlan, shard: int, env: dict[str, str], attempt: int = 1
+) -> subprocess.Popen[str]:
+    argv = bind_argv(plan.allocation.client.argv, {"shard": str(shard), "attempt": str(attempt)})
+    attempt_dir = layout.attempt_dir(shard, attempt)
     env = {**env, ENV_ATTEMPT_DIR: str(attempt_dir), ENV_ENDPOINTS: str(attempt_dir / "endpoints.json")}
     return subprocess.Popen(
         list(argv), cwd=layout.run_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -183,17 +207,17 @@ def two_shards(
     return layout, plan, run_workers(layout, plan, worker_env(tmp))
 
 
-def manifest_of(layout: RunLayout, shard: int) -> OutputManifest:
-    found = read_record(layout.output_manifest(shard, 1), MANIFEST_SCHEMA)
+def manifest_of(layout: RunLayout, shard: int, attempt: int = 1) -> OutputManifest:
+    found = read_record(layout.output_manifest(shard, attempt), MANIFEST_SCHEMA)
     assert isinstance(found, RecordOk), found
     return found.payload
 
 
-def rows_of(layout: RunLayout, shard: int) -> list[dict[str, Any]]:
-    manifest = manifest_of(layout, shard)
+def rows_of(layout: RunLayout, shard: int, attempt: int = 1) -> list[dict[str, Any]]:
+    manifest = manifest_of(layout, shard, attempt)
     rows: list[dict[str, Any]] = []
     for part in manifest.parts:
-        rows += pq.read_table(layout.output_dir(shard, 1) / part.path).to_pylist()
+        rows += pq.read_table(layout.output_dir(shard, attempt) / part.path).to_pylist()
     return rows
 
 
@@ -311,3 +335,59 @@ def test_tiktoken_never_downloads_in_the_worker(tmp_path: Path) -> None:
     assert words[0] == "refused", done.stdout + done.stderr
     assert float(words[1]) < 1.0
     assert "not downloading" in done.stdout
+
+
+def wait_for_records(layout: RunLayout, shard: int, attempt: int, at_least: int, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = read_record(layout.progress(shard, attempt), PROGRESS_SCHEMA)
+        if isinstance(found, RecordOk) and found.payload.records_done >= at_least:
+            return
+        assert time.monotonic() < deadline, f"fewer than {at_least} records after {timeout_s}s: {found}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGTERM], ids=["SIGUSR1", "SIGTERM"])
+def test_a_drained_attempt_publishes_its_complete_batches_and_the_next_fills_exactly_the_rest(
+    servers: dict[str, Server], tmp_path: Path, signum: signal.Signals
+) -> None:
+    env = {**os.environ, KEY_ENV: "sekrit-critic-key"}
+    slow = start_server("writer", "slow", env, "--latency-s", "0.15")
+    try:
+        records = 40
+        plan = make_plan(CONFIG, records=records, shards=1, batch_size=5, concurrency=2, drain_grace_s=6)
+        here = {**servers, "writer": slow}
+        layout = prepare_run(tmp_path / "ws", plan, here)
+        first = start_worker(layout, plan, 0, worker_env(tmp_path))
+        wait_for_records(layout, 0, 1, at_least=5)
+        first.send_signal(signum)
+        _, stderr = first.communicate(timeout=120)
+        assert first.returncode == 4, stderr[-3000:]
+
+        partial = manifest_of(layout, 0, 1)
+        produced = [(r.start, r.stop) for r in partial.ranges]
+        assert 0 < partial.records < records
+        assert not partial.complete
+        assert partial.drained is not None
+        assert partial.drained.signal == signum.name
+        assert [(r.start, r.stop) for r in partial.assigned] == [(0, records)]
+        first_rows = rows_of(layout, 0, 1)
+        assert len(first_rows) == partial.records == sum(b - a for a, b in produced)
+        assert sorted(row["_dd_index"] for row in first_rows) == [i for a, b in produced for i in range(a, b)]
+        progress = read_record(layout.progress(0, 1), PROGRESS_SCHEMA)
+        assert isinstance(progress, RecordOk)
+        assert progress.payload.state == "partial"
+
+        missing = list(missing_ranges((0, records), produced))
+        prepare_attempt(layout, plan, here, shard=0, attempt=2, assigned=missing)
+        second = start_worker(layout, plan, 0, worker_env(tmp_path), attempt=2)
+        _, stderr = second.communicate(timeout=300)
+        assert second.returncode == 0, stderr[-3000:]
+        rest = manifest_of(layout, 0, 2)
+        assert rest.complete
+        assert [(r.start, r.stop) for r in rest.ranges] == missing
+        indices = [row["_dd_index"] for row in first_rows + rows_of(layout, 0, 2)]
+        assert sorted(indices) == list(range(records)), "no duplicate, no gap"
+    finally:
+        slow.process.terminate()
+        slow.process.communicate(timeout=10)

@@ -128,10 +128,11 @@ def test_no_live_replica_is_a_clear_502() -> None:
     assert (stats.failovers, stats.unrouted) == (2, 2)
 
 
-def test_only_aliases_with_several_urls_get_a_router(two_stubs: list[StubModelServer]) -> None:
+def test_every_alias_gets_a_router_one_url_or_several(two_stubs: list[StubModelServer]) -> None:
     routers = start_routers({"one": [two_stubs[0].base_url], "two": [stub.base_url for stub in two_stubs]})
     try:
-        assert set(routers) == {"two"}
+        assert set(routers) == {"one", "two"}
+        assert post(routers["one"])[0] == 200
         assert post(routers["two"])[0] == 200
     finally:
         for router in routers.values():

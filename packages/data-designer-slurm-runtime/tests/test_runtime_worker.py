@@ -26,6 +26,7 @@ from data_designer.slurm.runtime._records import (
     RecordSchema,
     append_record,
     read_record,
+    replace_record,
     write_record_once,
 )
 from data_designer.slurm.runtime._run_layout import RunLayout
@@ -43,12 +44,13 @@ from data_designer.slurm.runtime._worker_output import (
     ProgressWriter,
     Provenance,
     clashing_columns,
+    consecutive,
     host_batch_files,
     output_schema,
     unified_schema,
     write_parts,
 )
-from data_designer.slurm.runtime._worker_records import PROGRESS_SCHEMA, PROVENANCE_COLUMNS, WorkerError
+from data_designer.slurm.runtime._worker_records import PROGRESS_SCHEMA, PROVENANCE_COLUMNS, IndexRange, WorkerError
 from data_designer.slurm.runtime.supervisor._records import (
     ATTEMPT_SCHEMA,
     ENDPOINTS_SCHEMA,
@@ -58,6 +60,7 @@ from data_designer.slurm.runtime.supervisor._records import (
     AttemptRecord,
     EndpointsRecord,
 )
+from data_designer.slurm.runtime.testing import assign_attempt
 from data_designer.slurm.runtime.worker import main
 
 pq: Any = importlib.import_module("pyarrow.parquet")
@@ -122,6 +125,7 @@ def setup_run(tmp_path: Path, plan: ExecutionPlan | None = None, endpoints: Endp
     layout.run_dir.mkdir(parents=True)
     layout.plan_record.write_bytes(canonical_json((plan or make_plan()).model_dump(mode="json")))
     write_record_once(layout.attempt_dir(1, 1) / "endpoints.json", ENDPOINTS_SCHEMA, endpoints)
+    assign_attempt(layout, plan_digest=(plan or make_plan()).digest, shard=1, attempt=1, assigned=[(5, 10)])
     return layout
 
 
@@ -248,8 +252,9 @@ def test_timings_come_from_the_attempt_and_submission_records(tmp_path: Path) ->
         supervisor_started_at=start,
         servers_spawned_at=start + timedelta(seconds=1),
         servers_ready_at=start + timedelta(seconds=4.5),
+        assigned=(IndexRange(start=5, stop=10),),
     )
-    write_record_once(layout.attempt_record(1, 1), ATTEMPT_SCHEMA, attempt)
+    replace_record(layout.attempt_record(1, 1), ATTEMPT_SCHEMA, attempt)
     schema = RecordSchema("submission", 1, SubmissionRecord)
     for minutes in (-10, -3, 5):
         record = SubmissionRecord(
@@ -287,7 +292,7 @@ def test_parts_carry_provenance_and_consecutive_global_indices(tmp_path: Path) -
     assert [path.name for path in files] == [f"batch_{n:05d}.parquet" for n in range(4)]
     schema = unified_schema(files)
     provenance = Provenance(run_id=RUN_ID, plan_digest="f" * 64, shard=1, attempt=2)
-    parts = write_parts(layout, files, schema=schema, first_index=100, first_part=3, provenance=provenance)
+    parts = write_parts(layout, consecutive(files, 100), schema=schema, first_part=3, provenance=provenance)
     assert [(p.path, p.records, p.first_index) for p in parts] == [
         ("part-00003.parquet", 2, 100),
         ("part-00004.parquet", 1, 102),
@@ -308,7 +313,7 @@ def test_parts_carry_provenance_and_consecutive_global_indices(tmp_path: Path) -
         assert table.schema == output_schema(schema)
         assert table.schema.names[-len(PROVENANCE_COLUMNS) :] == list(PROVENANCE_COLUMNS)
     with pytest.raises(OutputConflict):
-        write_parts(layout, files[:1], schema=schema, first_index=100, first_part=3, provenance=provenance)
+        write_parts(layout, consecutive(files[:1], 100), schema=schema, first_part=3, provenance=provenance)
 
 
 def test_provenance_names_are_reserved() -> None:
@@ -365,3 +370,30 @@ def test_a_progress_write_failure_is_logged_not_raised(tmp_path: Path, capsys: p
     layout.attempt_dir(1, 2).write_text("a file where the attempt directory should be")
     assert not ProgressWriter(layout, 1, 2, records_total=1).publish("generating")
     assert "progress.json not written" in capsys.readouterr().err
+
+
+def test_the_assigned_ranges_come_from_attempt_json(tmp_path: Path) -> None:
+    layout = setup_run(tmp_path)
+    assign_attempt(layout, plan_digest="d", shard=1, attempt=2, assigned=[(5, 6), (8, 10)])
+    write_record_once(layout.attempt_dir(1, 2) / "endpoints.json", ENDPOINTS_SCHEMA, ENDPOINTS)
+    inputs = load_inputs(args(layout, attempt=2), {})
+    assert [(r.start, r.stop) for r in inputs.ranges] == [(5, 6), (8, 10)]
+    assert inputs.records == 3
+
+
+@pytest.mark.parametrize("assigned", [[], [(4, 6)], [(8, 10), (5, 6)], [(5, 11)]], ids=str)
+def test_assigned_ranges_outside_the_shard_or_unsorted_are_refused(
+    tmp_path: Path, assigned: list[tuple[int, int]]
+) -> None:
+    layout = setup_run(tmp_path)
+    assign_attempt(layout, plan_digest="d", shard=1, attempt=2, assigned=assigned)
+    write_record_once(layout.attempt_dir(1, 2) / "endpoints.json", ENDPOINTS_SCHEMA, ENDPOINTS)
+    with pytest.raises(WorkerInputError, match="assigns"):
+        load_inputs(args(layout, attempt=2), {})
+
+
+def test_without_attempt_json_the_worker_does_not_guess_its_ranges(tmp_path: Path) -> None:
+    layout = setup_run(tmp_path)
+    write_record_once(layout.attempt_dir(1, 3) / "endpoints.json", ENDPOINTS_SCHEMA, ENDPOINTS)
+    with pytest.raises(WorkerInputError, match="no valid attempt record"):
+        load_inputs(args(layout, attempt=3), {})

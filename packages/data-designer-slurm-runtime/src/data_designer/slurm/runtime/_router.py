@@ -34,6 +34,9 @@ _DROPPED = frozenset(
 """Hop-by-hop headers, and those each side of the router sets itself."""
 
 
+MAX_FAILOVER_TIMES = 100
+
+
 @dataclass(frozen=True)
 class UpstreamStats:
     base_url: str
@@ -50,6 +53,9 @@ class RouterStats:
     """Requests sent on to another upstream after one failed."""
     unrouted: int
     """Requests answered 502 because no upstream answered them."""
+    failover_s: tuple[float, ...] = ()
+    """For the first :data:`MAX_FAILOVER_TIMES` failed-over requests that another upstream then answered: seconds
+    from the first failed exchange's failure to that answer (what a replica's death costs a request)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,7 @@ class Router:
         self._turn = 0
         self._failovers = 0
         self._unrouted = 0
+        self._failover_s: list[float] = []
         self._holding = False
         self._held = 0
         self._admitted = 0
@@ -156,7 +163,12 @@ class Router:
     def stats(self) -> RouterStats:
         with self._lock:
             upstreams = tuple(UpstreamStats(item.base_url, item.requests, item.failures) for item in self._upstreams)
-            return RouterStats(upstreams=upstreams, failovers=self._failovers, unrouted=self._unrouted)
+            return RouterStats(
+                upstreams=upstreams,
+                failovers=self._failovers,
+                unrouted=self._unrouted,
+                failover_s=tuple(self._failover_s),
+            )
 
     def forward(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> _Answer:
         """Send the request to upstreams in turn until one answers; 502 when none does."""
@@ -178,6 +190,7 @@ class Router:
     def _route(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> _Answer:
         tried: list[_Upstream] = []
         errors: list[str] = []
+        first_failure: float | None = None
         while (upstream := self._choose(tried)) is not None:
             if tried:
                 with self._lock:
@@ -188,8 +201,13 @@ class Router:
             except (OSError, http.client.HTTPException) as exc:
                 errors.append(f"{upstream.base_url}: {type(exc).__name__}: {exc}")
                 self._finish(upstream, failed=True)
+                first_failure = time.monotonic() if first_failure is None else first_failure
                 continue
             self._finish(upstream, failed=False)
+            if first_failure is not None:
+                with self._lock:
+                    if len(self._failover_s) < MAX_FAILOVER_TIMES:
+                        self._failover_s.append(round(time.monotonic() - first_failure, 6))
             return answer
         with self._lock:
             self._unrouted += 1

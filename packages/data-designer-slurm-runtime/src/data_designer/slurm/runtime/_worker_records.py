@@ -121,6 +121,11 @@ class Routing(BaseModel):
     replicas: tuple[ReplicaRequests, ...] = Field(description="One per base URL, in the endpoints record's order.")
     failovers: NonNegativeInt = Field(description="Requests sent on to another replica after one failed.")
     unrouted: NonNegativeInt = Field(description="Requests no replica answered (the client got 502).")
+    failover_s: tuple[NonNegativeFloat, ...] = Field(
+        default=(),
+        description="Per failed-over request that another replica answered (the first 100): seconds from the failure "
+        "to that answer.",
+    )
 
 
 class ModelUsage(BaseModel):

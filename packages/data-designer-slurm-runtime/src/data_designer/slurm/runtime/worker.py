@@ -322,6 +322,7 @@ def _routing(router: Router) -> Routing:
         ),
         failovers=stats.failovers,
         unrouted=stats.unrouted,
+        failover_s=stats.failover_s,
     )
 
 
