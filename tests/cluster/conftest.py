@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.util
 import itertools
 import os
 import secrets
@@ -16,11 +17,13 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -165,6 +168,22 @@ def local_slurm() -> Iterator[dict[str, str]]:
     exports = _bring_up()
     with _exclusive(Path(exports.get("DDSLURM_STATE_DIR", "/tmp")) / "pytest-cluster.lock"):
         yield exports
+
+
+@pytest.fixture(scope="session")
+def e2e() -> ModuleType:
+    """The end-to-end helpers of ``test_cluster_run_e2e.py`` (``execute_and_wait``, ``server``, ``write_profile``...),
+    loaded by path: test directories are not packages."""
+    name = "ddslurm_cluster_e2e"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("test_cluster_run_e2e.py"))
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="session")

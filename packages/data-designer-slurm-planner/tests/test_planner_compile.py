@@ -21,7 +21,7 @@ from data_designer.slurm.planner import Document
 from data_designer.slurm.planner._argv import bind_argv, escape_braces
 from data_designer.slurm.planner._compile import compile, plan_digest
 from data_designer.slurm.planner._inputs import load_run, resolve_config
-from data_designer.slurm.planner._sbatch import bind_submission
+from data_designer.slurm.planner._sbatch import bind_retry, bind_submission, format_indices
 
 CONFIG: dict[str, Any] = {
     "model_configs": [
@@ -365,6 +365,33 @@ def test_the_digest_covers_every_other_field_and_nothing_run_specific() -> None:
     unit_b = bind_submission(plan, SubmissionBinding(run_id="b", run_dir="/ws/runs/b", job_name_prefix="dd-r-b"))
     assert unit_a.script == unit_b.script == plan.submission.script
     assert unit_a.sbatch_args != unit_b.sbatch_args
+
+
+def test_a_retry_submits_only_the_named_shards_taking_the_next_attempt() -> None:
+    plan = _compile(
+        _run(records=30, sharding={"shards": 30}, submission={"max_concurrent_shards": 4}),
+        facts=ClusterFacts(max_array_size=11),
+    )
+    binding = SubmissionBinding(run_id="x", run_dir="/ws/runs/x", job_name_prefix="dd-r-x")
+    unit = bind_retry(plan, binding, shards=[3, 4, 5, 9, 25], generation=2)
+    assert [(c.job_name, c.array_spec, c.index_offset) for c in unit.chunks] == [
+        ("dd-r-x-r2-c0", "3-5,9%4", 0),
+        ("dd-r-x-r2-c2", "3%4", 22),
+    ]
+    assert [(t.index, t.shard) for c in unit.chunks for t in c.tasks] == [(3, 3), (4, 4), (5, 5), (9, 9), (3, 25)]
+    assert unit.sbatch_args[-1] == "--export=ALL,DDSLURM_ATTEMPT=next"
+    assert unit.script == plan.submission.script
+    with pytest.raises(InvalidInputError, match="not in the plan"):
+        bind_retry(plan, binding, shards=[30], generation=1)
+    with pytest.raises(InvalidInputError, match="at least one shard"):
+        bind_retry(plan, binding, shards=[], generation=1)
+
+
+@pytest.mark.parametrize(
+    ("indices", "spec"), [([0], "0"), ([3, 1, 2, 2], "1-3"), ([0, 2, 4, 5, 6, 9], "0,2,4-6,9"), (range(11), "0-10")]
+)
+def test_array_specs_are_compact(indices: list[int], spec: str) -> None:
+    assert format_indices(indices) == spec
 
 
 def test_binding_adds_job_names_working_directory_and_logs() -> None:

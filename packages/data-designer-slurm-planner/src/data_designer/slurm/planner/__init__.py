@@ -61,10 +61,13 @@ from data_designer.slurm.planner._profile import ProfileTemplate, load_profile, 
 from data_designer.slurm.planner._ranges import Range, count_indices, first_claims, missing_ranges, normalise_ranges
 from data_designer.slurm.planner._sbatch import (
     PLAN_FILE,
+    RETRY_ATTEMPT_ENV,
     SUPERVISOR_MODULE,
     RenderedScript,
     ScriptRequest,
+    bind_retry,
     bind_submission,
+    format_indices,
     render_script,
 )
 from data_designer.slurm.planner._secrets import find_secret_literals, is_secret_like_key, looks_like_token
@@ -96,6 +99,7 @@ __all__ = [
     "MULTI_NODE_FLAGS",
     "PLAN_FILE",
     "RENDERED_FLAGS",
+    "RETRY_ATTEMPT_ENV",
     "SAMPLER_SEED_BITS",
     "SCRIPT_FILE",
     "SERVER_API_KEY_ENV",
@@ -118,6 +122,7 @@ __all__ = [
     "benchmark_files",
     "benchmark_plan_digest",
     "bind_argv",
+    "bind_retry",
     "bind_submission",
     "canonical_json",
     "check_engine_args",
@@ -133,6 +138,7 @@ __all__ = [
     "expand",
     "find_secret_literals",
     "first_claims",
+    "format_indices",
     "format_key_path",
     "is_run_key",
     "is_secret_like_key",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from data_designer.slurm.contracts import (
@@ -144,3 +144,72 @@ def bind_submission(plan: ExecutionPlan, binding: SubmissionBinding) -> Submissi
             for chunk in plan.submission.chunks
         ),
     )
+
+
+RETRY_ATTEMPT_ENV = "DDSLURM_ATTEMPT"
+"""Exported as ``next`` by a retry submission: each task takes its shard's next free attempt number."""
+
+
+def format_indices(indices: Iterable[int]) -> str:
+    """Array indices as Slurm's compact spec: ``0-3,5,7-9`` (sorted, duplicates dropped)."""
+    ordered = sorted(set(indices))
+    if not ordered:
+        raise ValueError("an array spec needs at least one index")
+    parts: list[str] = []
+    start = previous = ordered[0]
+    for index in [*ordered[1:], None]:
+        if index is not None and index == previous + 1:
+            previous = index
+            continue
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+        if index is not None:
+            start = previous = index
+    return ",".join(parts)
+
+
+def bind_retry(
+    plan: ExecutionPlan, binding: SubmissionBinding, *, shards: Iterable[int], generation: int
+) -> SubmissionUnit:
+    """The submission of one new attempt for each of ``shards`` (retry generation ``generation``, from 1).
+
+    The plan's chunks, limited to those shards' array indices (throttle kept), named
+    ``<prefix>-r<generation>-c<chunk>`` so the submission is idempotent by name like the first one, with
+    ``DDSLURM_ATTEMPT=next`` exported: each task claims its shard's next free attempt, which generates only the
+    indices earlier attempts did not publish.
+    """
+    wanted = set(shards)
+    known = {shard.shard for shard in plan.shards}
+    problems = []
+    if generation < 1:
+        problems.append(Problem(code="retry_generation", message=f"retry generation {generation} is not >= 1"))
+    if unknown := sorted(wanted - known):
+        problems.append(
+            Problem(
+                code="unknown_shard",
+                message=f"shards {unknown} are not in the plan (it has {len(known)})",
+                hint=f"name shards from 0 to {len(known) - 1}",
+            )
+        )
+    if not wanted:
+        problems.append(Problem(code="no_shards", message="a retry needs at least one shard"))
+    if problems:
+        raise InvalidInputError.from_problems(problems, operation="plan.bind_retry")
+    base = bind_submission(plan, binding)
+    chunks = []
+    for chunk in base.chunks:
+        tasks = tuple(task for task in chunk.tasks if task.shard in wanted)
+        if not tasks:
+            continue
+        throttle = chunk.array_spec.partition("%")[2]
+        spec = format_indices(task.index for task in tasks) + (f"%{throttle}" if throttle else "")
+        chunks.append(
+            chunk.model_copy(
+                update={
+                    "job_name": f"{binding.job_name_prefix}-r{generation}-c{chunk.job_name.rsplit('-c', 1)[1]}",
+                    "array_spec": spec,
+                    "tasks": tasks,
+                }
+            )
+        )
+    export = f"--export=ALL,{RETRY_ATTEMPT_ENV}=next"
+    return base.model_copy(update={"sbatch_args": (*base.sbatch_args, export), "chunks": tuple(chunks)})

@@ -26,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
+from data_designer.slurm.planner import RETRY_ATTEMPT_ENV
 from data_designer.slurm.runtime._claims import AlreadyClaimed, claim, next_attempt_number, owner_from_environment
 from data_designer.slurm.runtime._command import CommandRunner, SubprocessRunner
 from data_designer.slurm.runtime._records import Clock, system_clock
@@ -43,8 +44,6 @@ from data_designer.slurm.runtime.supervisor._records import EXIT_CODES
 
 EXIT_NOT_OURS = 4
 """The attempt is claimed by someone else: this process writes nothing into it."""
-ENV_ATTEMPT = "DDSLURM_ATTEMPT"
-"""``next``: take the next free attempt number of the shard (a retry), not the one the plan binds."""
 
 
 class AttemptTaken(Exception):
@@ -57,7 +56,7 @@ def claim_attempt(layout: RunLayout, task: TaskIdentity, environ: Mapping[str, s
     Raises AttemptTaken when another claimant (not an earlier run of this very task) holds it.
     """
     owner = owner_from_environment(environ, clock=clock)
-    if environ.get(ENV_ATTEMPT) == "next":
+    if environ.get(RETRY_ATTEMPT_ENV) == "next":  # a retry submission (planner.bind_retry)
         taken = next_attempt_number(layout.attempts_dir(task.shard), owner)
         return replace(task, attempt=taken.number)
     path = layout.claim(task.shard, task.attempt)
