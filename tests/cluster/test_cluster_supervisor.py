@@ -1,8 +1,8 @@
 """The allocation supervisor on the real local Slurm cluster: real sbatch of a compiled plan, real srun steps.
 
 Each run is a plan compiled for the local cluster (``gpu`` partition, 2 fake GPUs per node) with the
-in-tree test server as a ``command`` deployment of two one-GPU replicas on one node and a stand-in client
-worker that calls each endpoint once. Every node is 127.0.0.1, so the servers of concurrent shards share
+in-tree test server as a ``command`` deployment of two one-GPU replicas on one node and the stand-in client
+worker (``runtime.testing.stand_in_worker``) that calls each endpoint once. Every node is 127.0.0.1, so the servers of concurrent shards share
 one address space of ports: probed ports must not collide.
 """
 
@@ -34,29 +34,7 @@ pytestmark = pytest.mark.cluster
 M = TypeVar("M", bound=BaseModel)
 SERVER = [sys.executable, "-m", "data_designer.slurm.runtime.testing.test_server"]
 
-STAND_IN_WORKER = """\
-# A stand-in client worker: one chat completion from every endpoint, answers kept in the attempt directory.
-import json, os, sys, urllib.request
-attempt_dir = os.environ["DDSLURM_ATTEMPT_DIR"]
-with open(os.environ["DDSLURM_ENDPOINTS"]) as stream:
-    endpoints = json.load(stream)["payload"]["aliases"]
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-answers = []
-for alias, entry in sorted(endpoints.items()):
-    for base_url in entry["base_urls"]:
-        body = json.dumps({"model": entry["model"], "messages": [{"role": "user", "content": "hi"}]}).encode()
-        headers = {"Content-Type": "application/json"}
-        if entry["api_key_env"]:
-            headers["Authorization"] = "Bearer " + os.environ[entry["api_key_env"]]
-        request = urllib.request.Request(base_url + "/chat/completions", data=body, headers=headers)
-        with opener.open(request, timeout=10) as answer:
-            answers.append({"base_url": base_url, "text": json.load(answer)["choices"][0]["message"]["content"]})
-with open(os.path.join(attempt_dir, "stand-in-answers.json"), "w") as stream:
-    json.dump({"argv": sys.argv[1:], "answers": answers}, stream)
-os.makedirs(os.path.join(attempt_dir, "output"), exist_ok=True)
-with open(os.path.join(attempt_dir, "output", "manifest.json"), "w") as stream:
-    stream.write("{}")
-"""
+STAND_IN = "data_designer.slurm.runtime.testing.stand_in_worker"
 
 
 @dataclass
@@ -137,10 +115,8 @@ def compile_plan(
     )
     spec = load_run(json.dumps(run), file="run.json")
     plan = compile(spec, profile, cluster=local_slurm["DDSLURM_CLUSTER"], config=resolve_config(spec))
-    worker = tmp_path / "stand_in_worker.py"
-    worker.write_text(STAND_IN_WORKER)
     client = plan.allocation.client.model_copy(
-        update={"argv": (sys.executable, str(worker), "--shard", "{shard}", "--attempt", "{attempt}")}
+        update={"argv": (sys.executable, "-m", STAND_IN, "--shard", "{shard}", "--attempt", "{attempt}")}
     )
     draft = plan.model_copy(update={"allocation": plan.allocation.model_copy(update={"client": client})})
     return draft.model_copy(update={"digest": plan_digest(draft)})
