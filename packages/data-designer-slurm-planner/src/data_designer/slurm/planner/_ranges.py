@@ -56,7 +56,9 @@ def count_indices(ranges: Iterable[Range]) -> int:
     return sum(stop - start for start, stop in normalise_ranges(ranges))
 
 
-def first_claims(claims: Sequence[tuple[int, Sequence[Range]]]) -> tuple[dict[int, tuple[Range, ...]], tuple[Range, ...]]:
+def first_claims(
+    claims: Sequence[tuple[int, Sequence[Range]]],
+) -> tuple[dict[int, tuple[Range, ...]], tuple[Range, ...]]:
     """Which indices each claimant keeps when the lowest claimant wins, and the indices claimed more than once.
 
     ``claims`` pairs a claimant (an attempt number) with the ranges it covers. Returns (claimant -> the

@@ -53,6 +53,7 @@ from data_designer.slurm.runtime.supervisor._environment import (
     check_environment,
 )
 from data_designer.slurm.runtime.supervisor._heartbeat import Heartbeat
+from data_designer.slurm.runtime.supervisor._preflight import check_external_endpoints, preflight_failure
 from data_designer.slurm.runtime.supervisor._records import (
     ATTEMPT_SCHEMA,
     ENDPOINTS_RECORD,
@@ -81,7 +82,6 @@ from data_designer.slurm.runtime.supervisor._replicas import (
     step_environment,
     stop_processes,
 )
-from data_designer.slurm.runtime.supervisor._preflight import check_external_endpoints, preflight_failure
 from data_designer.slurm.runtime.supervisor._slurm_nodes import allocation_nodes
 from data_designer.slurm.runtime.supervisor._stopping import StopCause, classify_stop
 
