@@ -41,6 +41,7 @@ from data_designer.slurm.runtime._worker_records import (
     OutputManifest,
 )
 from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
+from data_designer.slurm.runtime.testing import command_lines
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -110,18 +111,12 @@ class Submitted:
 
     def servers_left(self) -> list[str]:
         """Command lines of this run's test servers still alive (every node of the local cluster is this host)."""
-        left = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                words = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            text = [w.decode(errors="replace") for w in words]
-            if "data_designer.slurm.runtime.testing.test_server" in text and any(m in text for m in self.models):
-                left.append(" ".join(text))
-        return left
+        module = "data_designer.slurm.runtime.testing.test_server"
+        return [
+            " ".join(argv)
+            for argv in command_lines().values()
+            if module in argv and any(model in argv for model in self.models)
+        ]
 
     def wait_for_no_servers(self) -> None:
         deadline = time.monotonic() + 30

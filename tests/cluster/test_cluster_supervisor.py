@@ -9,7 +9,6 @@ one address space of ports: probed ports must not collide.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import sys
 import time
@@ -28,6 +27,7 @@ from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record
 from data_designer.slurm.runtime._run_layout import RunLayout
 from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
+from data_designer.slurm.runtime.testing import processes_mentioning
 
 pytestmark = pytest.mark.cluster
 
@@ -147,20 +147,6 @@ def assert_nothing_left(run: SubmittedRun, local_slurm: Mapping[str, str], menti
     while left := processes_mentioning(mention):
         assert time.monotonic() < deadline, f"processes left behind: {left}"
         time.sleep(0.2)
-
-
-def processes_mentioning(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 def test_two_shards_each_with_two_replicas_on_disjoint_gpus_succeed_without_port_collisions(

@@ -39,6 +39,7 @@ from data_designer.slurm.runtime.supervisor import (
     StatusRecord,
 )
 from data_designer.slurm.runtime.supervisor._replicas import srun_argv, step_environment
+from data_designer.slurm.runtime.testing import processes_mentioning
 
 RUN_ID = "hy-20261129T120000Z-abcdef"
 SERVER = [sys.executable, "-m", "data_designer.slurm.runtime.testing.test_server"]
@@ -243,24 +244,10 @@ def attempt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Attempt]:
         report = json.loads((evidence / "worker.json").read_text()) if (evidence / "worker.json").exists() else {}
         yield Attempt(done.returncode, done.stderr, RunLayout.of(root, RUN_ID), plan, tuple(steps), report)
     finally:
-        leftovers = _processes_mentioning(str(tmp))
+        leftovers = processes_mentioning(str(tmp))
         for pid in leftovers:  # never leave a stray server behind
             os.kill(pid, signal.SIGKILL)
         assert not leftovers, f"processes left behind: {leftovers}"
-
-
-def _processes_mentioning(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 def test_the_plan_has_a_loopback_replica_and_a_remote_one_that_needs_the_key(attempt: Attempt) -> None:

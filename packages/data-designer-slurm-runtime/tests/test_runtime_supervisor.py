@@ -41,6 +41,7 @@ from data_designer.slurm.runtime.supervisor import (
     ReplicaRecord,
     StatusRecord,
 )
+from data_designer.slurm.runtime.testing import processes_mentioning
 from data_designer.slurm.runtime.testing.stand_in_worker import stand_in_manifest
 
 M = TypeVar("M", bound=BaseModel)
@@ -173,20 +174,6 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
     for pid in leftovers:  # never leave a stray behind, even when the test failed
         os.kill(pid, signal.SIGKILL)
     assert not leftovers, f"processes left behind: {leftovers}"
-
-
-def processes_mentioning(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 def supervisor_env(root: Path, **extra: str) -> dict[str, str]:
