@@ -278,7 +278,9 @@ def test_both_replicas_of_the_two_replica_alias_served_requests(four_shards: Fin
         assert set(served) == {r.base_url for r in writers}
         assert all(count > 0 for count in served.values()), served
         assert sum(served.values()) >= RECORDS // SHARDS
-        assert four_shards.manifest(shard).models["critic"].routing is None
+        critic = four_shards.manifest(shard).models["critic"].routing
+        assert critic is not None, "every deployed alias goes through the router (it is the drain's gate)"
+        assert [(r.requests, r.failures) for r in critic.replicas] == [(RECORDS // SHARDS + 1, 0)], critic
 
 
 def test_a_server_crashing_at_start_is_classified_with_its_log_tail_within_30_seconds(

@@ -46,6 +46,7 @@ from data_designer.slurm.runtime._records import (
 from data_designer.slurm.runtime._run_layout import RunLayout
 from data_designer.slurm.runtime._worker_drain import EXIT_DRAINED
 from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, IndexRange, OutputManifest
+from data_designer.slurm.runtime.supervisor._containers import client_command, container_site
 from data_designer.slurm.runtime.supervisor._environment import (
     SetupError,
     TaskIdentity,
@@ -288,9 +289,10 @@ class Supervisor:
         self.heartbeat.set_phase("servers_starting")
         port_dir = self.attempt_dir / PORTS_DIR
         port_dir.mkdir(parents=True, exist_ok=True)
+        site = container_site(self.plan, self.layout)
         for plan in self.plan.allocation.replicas:
             self._check_stop()
-            argv = srun_argv(plan, python=sys.executable, port_dir=port_dir, environ=self.environ)
+            argv = srun_argv(plan, python=sys.executable, port_dir=port_dir, environ=self.environ, site=site)
             log = self.layout.log_file(self.task.shard, self.task.attempt, log_step(plan))
             started, monotonic = self.clock(), time.monotonic()
             try:
@@ -376,8 +378,12 @@ class Supervisor:
             **self.environ,
             ENV_ATTEMPT_DIR: str(self.attempt_dir),
             ENV_ENDPOINTS: str(self.attempt_dir / ENDPOINTS_RECORD),
+            # The host's order of sampler draws follows set iteration order: a fixed hash seed keeps a
+            # shard's sampler values the same from run to run (architecture/sharding.md).
+            "PYTHONHASHSEED": "0",
         }
         log = self.layout.log_file(self.task.shard, self.task.attempt, "client")
+        argv = tuple(client_command(self.plan, argv, layout=self.layout, environ=env))
         try:
             self.client = spawn(argv, env=env, log=log, cwd=self.layout.run_dir)
         except OSError as exc:

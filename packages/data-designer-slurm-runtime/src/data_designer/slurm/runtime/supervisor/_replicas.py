@@ -3,8 +3,9 @@
 Each replica is one step with explicit resources (``--exact``, one task per node of the replica, its CPUs
 and GPUs per node, ``--relative`` to its first node), so two steps on one node start together on disjoint
 Slurm-assigned GPUs. The step runs the launcher (``data_designer.slurm.runtime._launch``), which probes a
-free port on its node, publishes it and execs the server. Readiness is the replica's health endpoint
-answering 200; a step whose process ends first fails the attempt at once with its log tail.
+free port on its node, publishes it and execs the server; a replica with an image runs in it (``_containers``:
+pyxis puts the whole step in the container, apptainer wraps the server argv). Readiness is the replica's health
+endpoint answering 200; a step whose process ends first fails the attempt at once with its log tail.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import ReplicaPlan
 from data_designer.slurm.runtime._records import RecordOk, read_record
+from data_designer.slurm.runtime.supervisor._containers import (
+    ContainerSite,
+    job_has_gpus,
+    replica_step_parts,
+    step_memory_mb,
+)
 from data_designer.slurm.runtime.supervisor._records import PORT_SCHEMA, PortRecord
 
 LAUNCH_MODULE = "data_designer.slurm.runtime._launch"
@@ -56,8 +63,13 @@ def srun_argv(
     python: str,
     port_dir: Path,
     environ: Mapping[str, str],
+    site: ContainerSite | None = None,
 ) -> list[str]:
-    """The ``srun`` command line of one replica's step (the launcher, then the server's argv template)."""
+    """The ``srun`` command line of one replica's step (the launcher, then the server's argv template).
+
+    A replica with an image runs in it (``_containers``), which needs ``site``: the run's workspace and directory.
+    """
+    parts = replica_step_parts(replica, python=python, launch_module=LAUNCH_MODULE, site=site)
     nodes = nodes_of(replica)
     argv = [
         "srun",
@@ -76,25 +88,9 @@ def srun_argv(
     memory = step_memory_mb(replica.cpus, environ)
     if memory is not None:
         argv.append(f"--mem={memory}M")
-    argv += [python, "-m", LAUNCH_MODULE, "--port-dir", str(port_dir)]
+    argv += [*parts.srun_options, *parts.launcher, "--port-dir", str(port_dir)]
     argv += ["--alias", replica.alias, "--replica", str(replica.replica), "--bind-host", bind_host(replica)]
-    return [*argv, "--", *replica.argv]
-
-
-def job_has_gpus(environ: Mapping[str, str]) -> bool:
-    """Whether the job holds GPUs as Slurm GRES (a whole-node job without ``--gres`` does not)."""
-    return bool(environ.get("SLURM_JOB_GPUS") or environ.get("SLURM_GPUS_ON_NODE"))
-
-
-def step_memory_mb(cpus: int, environ: Mapping[str, str]) -> int | None:
-    """A step's share of a job given ``--mem`` (per node), in proportion to its CPUs; None: Slurm's per-CPU default.
-
-    Without it a step would take all of the job's memory on the node and the next step would wait for it.
-    """
-    per_node, cpus_on_node = environ.get("SLURM_MEM_PER_NODE", ""), environ.get("SLURM_CPUS_ON_NODE", "")
-    if not (per_node.isdigit() and cpus_on_node.isdigit()) or int(cpus_on_node) == 0:
-        return None
-    return max(1, int(per_node) * cpus // int(cpus_on_node))
+    return [*argv, "--", *parts.template_prefix, *replica.argv]
 
 
 def bind_host(replica: ReplicaPlan) -> str:

@@ -5,14 +5,26 @@ Slurm CLIs' outputs, so :class:`~data_designer.slurm.runtime.SlurmScheduler` and
 unchanged against it. The conformance suite that runs against both the fake and a real cluster
 lives in :mod:`data_designer.slurm.runtime.testing.conformance` (it needs pytest).
 
+:func:`install_shims` writes PATH shims for ``srun`` (pyxis), ``apptainer`` and ``enroot`` that log their argv
+and run the command natively, so the container code path runs where no container runtime exists.
+
 :class:`StubModelServer` and ``python -m data_designer.slurm.runtime.testing.test_server`` are the
 in-tree OpenAI-compatible test server (real HTTP) that tests and the demo serve models with.
 """
 
+from data_designer.slurm.runtime.testing._attempts import assign_attempt
 from data_designer.slurm.runtime.testing._fake_slurm import FailureMode, FakeSlurm
 from data_designer.slurm.runtime.testing._fake_state import Behaviour, FakeCluster
 from data_designer.slurm.runtime.testing._harness import ClusterHarness, FakeHarness
+from data_designer.slurm.runtime.testing._processes import command_lines, processes_mentioning
 from data_designer.slurm.runtime.testing._runners import CountingRunner, OutageRunner, ReplyLosingRunner
+from data_designer.slurm.runtime.testing._shims import (
+    SHIM_LOG_ENV,
+    SHIM_TOOLS,
+    ShimCall,
+    install_shims,
+    read_shim_log,
+)
 from data_designer.slurm.runtime.testing._test_server import (
     EXIT_BAD_ARGUMENTS,
     EXIT_BIND_FAILED,
@@ -30,6 +42,8 @@ __all__ = [
     "EXIT_BIND_FAILED",
     "EXIT_CRASHED",
     "EXIT_CRASH_AT_START",
+    "SHIM_LOG_ENV",
+    "SHIM_TOOLS",
     "Behaviour",
     "ClusterHarness",
     "CountingRunner",
@@ -39,9 +53,15 @@ __all__ = [
     "FakeSlurm",
     "OutageRunner",
     "ReplyLosingRunner",
+    "ShimCall",
     "StubModelServer",
     "StubServerConfig",
+    "assign_attempt",
+    "command_lines",
+    "install_shims",
     "instance_for_schema",
+    "processes_mentioning",
+    "read_shim_log",
     "request_digest",
     "stub_server_argv",
 ]
