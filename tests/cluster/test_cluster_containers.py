@@ -13,13 +13,11 @@ with machine paths, ports and shard numbers replaced by placeholders, equal the 
 ``packages/data-designer-slurm-runtime/tests/golden/containers/cluster-<runtime>.jsonl`` (sorted: steps start
 concurrently). Accept an intended change with ``UPDATE_GOLDEN=1`` on this module.
 
-The end-to-end helpers come from ``test_cluster_run_e2e.py``, loaded by path (test directories are not packages);
-this module's copy of it writes the profile with the run's container runtime.
+The end-to-end helpers come from ``test_cluster_run_e2e.py`` through the ``e2e`` fixture (``conftest.py``).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -32,7 +30,6 @@ from typing import Any
 
 import pytest
 
-from data_designer.slurm.planner import ProfileTemplate, render_profile
 from data_designer.slurm.runtime.supervisor._containers import LAUNCHER_FILE
 from data_designer.slurm.runtime.testing import install_shims, read_shim_log
 
@@ -46,20 +43,6 @@ RECORDS = 24
 RUNTIMES = ("apptainer", "pyxis")
 IMAGE_SUFFIX = {"apptainer": "sif", "pyxis": "sqsh"}
 
-
-def _load_e2e() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "ddslurm_cluster_e2e", Path(__file__).with_name("test_cluster_run_e2e.py")
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-e2e = _load_e2e()
 
 CONFIG: dict[str, Any] = {
     "model_configs": [
@@ -85,7 +68,7 @@ LLM_COLUMNS = ("review", "verdict")
 SAMPLER_COLUMNS = ("product",)
 
 
-def run_document(images: Path | None, runtime: str | None) -> dict[str, Any]:
+def run_document(e2e: ModuleType, images: Path | None, runtime: str | None) -> dict[str, Any]:
     """The run, with every server and the client in an image of ``images`` when given."""
     deployments = {
         "writer": e2e.server("writer", replicas=2, gpus=1),
@@ -111,31 +94,11 @@ def run_document(images: Path | None, runtime: str | None) -> dict[str, Any]:
     }
 
 
-def write_profile(directory: Path, local_slurm: Mapping[str, str], python: str) -> Path:
-    """The e2e profile, with the container runtime named by the run's directory (``apptainer``, ``pyxis``)."""
-    template = ProfileTemplate(
-        cluster="local",
-        workspace_root=str(directory / "ws"),
-        account=local_slurm["DDSLURM_ACCOUNT"],
-        gpu_partition=local_slurm["DDSLURM_GPU_PARTITION"],
-        cpu_partition=local_slurm["DDSLURM_CPU_PARTITION"],
-        python=python,
-        container_runtime=directory.name if directory.name in RUNTIMES else "none",
-    )
-    profile = directory / "profile.yaml"
-    profile.write_text(render_profile(template), encoding="utf-8")
-    return profile
-
-
-# This module's own copy of the e2e module (loaded above) writes this profile; the e2e tests' copy is untouched.
-vars(e2e)["write_profile"] = write_profile
-
-
-def execute(directory: Path, local_slurm: Mapping[str, str], runtime: str | None) -> Any:
+def execute(e2e: ModuleType, directory: Path, local_slurm: Mapping[str, str], runtime: str | None) -> Any:
     """One run through ``data-designer slurm execute``; in containers (through the shims) when ``runtime`` is set."""
     directory.mkdir(parents=True)
     if runtime is None:
-        return e2e.execute_and_wait(directory, local_slurm, run_document(None, None), sys.executable)
+        return e2e.execute_and_wait(directory, local_slurm, run_document(e2e, None, None), sys.executable)
     images = directory / "images"
     images.mkdir()
     for name in ("writer", "critic", "client"):
@@ -143,16 +106,19 @@ def execute(directory: Path, local_slurm: Mapping[str, str], runtime: str | None
     shims = install_shims(directory / "shims")
     base = local_slurm.get("PATH") or os.environ.get("PATH", "")
     exports = {**local_slurm, "PATH": f"{shims}:{Path(sys.executable).parent}:{base}"}
-    return e2e.execute_and_wait(directory, exports, run_document(images, runtime), sys.executable)
+    document = run_document(e2e, images, runtime)
+    return e2e.execute_and_wait(directory, exports, document, sys.executable, container_runtime=runtime)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, local_slurm: dict[str, str]) -> dict[str, Any]:
+def runs(tmp_path_factory: pytest.TempPathFactory, local_slurm: dict[str, str], e2e: ModuleType) -> dict[str, Any]:
     """The three runs, submitted together (six array tasks on the cluster's four nodes)."""
     root = tmp_path_factory.mktemp("containers")
     names: dict[str, str | None] = {"plain": None, "apptainer": "apptainer", "pyxis": "pyxis"}
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        futures = {name: pool.submit(execute, root / name, local_slurm, runtime) for name, runtime in names.items()}
+        futures = {
+            name: pool.submit(execute, e2e, root / name, local_slurm, runtime) for name, runtime in names.items()
+        }
         return {name: future.result() for name, future in futures.items()}
 
 

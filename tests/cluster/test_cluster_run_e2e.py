@@ -95,7 +95,9 @@ def slurm_env(local_slurm: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in local_slurm.items() if k in ("SLURM_CONF", "PATH")}
 
 
-def write_profile(directory: Path, local_slurm: Mapping[str, str], python: str) -> Path:
+def write_profile(
+    directory: Path, local_slurm: Mapping[str, str], python: str, *, container_runtime: str = "none"
+) -> Path:
     template = ProfileTemplate(
         cluster="local",
         workspace_root=str(directory / "ws"),
@@ -103,6 +105,7 @@ def write_profile(directory: Path, local_slurm: Mapping[str, str], python: str) 
         gpu_partition=local_slurm["DDSLURM_GPU_PARTITION"],
         cpu_partition=local_slurm["DDSLURM_CPU_PARTITION"],
         python=python,
+        container_runtime=container_runtime,
     )
     profile = directory / "profile.yaml"
     profile.write_text(render_profile(template), encoding="utf-8")
@@ -140,7 +143,14 @@ class FinishedRun:
         return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-1500:]}" for p in files)
 
 
-def execute_and_wait(directory: Path, local_slurm: Mapping[str, str], run: dict[str, Any], python: str) -> FinishedRun:
+def execute_and_wait(
+    directory: Path,
+    local_slurm: Mapping[str, str],
+    run: dict[str, Any],
+    python: str,
+    *,
+    container_runtime: str = "none",
+) -> FinishedRun:
     """``data-designer slurm execute`` (HOME in ``directory``), then a bounded poll until every shard ended.
 
     A shard has ended when its ``status.json`` exists, or when Slurm says its task is terminal and no status
@@ -148,7 +158,7 @@ def execute_and_wait(directory: Path, local_slurm: Mapping[str, str], run: dict[
     """
     assert DATA_DESIGNER.is_file(), f"the host console script {DATA_DESIGNER} is missing: run 'uv sync'"
     directory.mkdir(parents=True, exist_ok=True)
-    profile = write_profile(directory, local_slurm, python)
+    profile = write_profile(directory, local_slurm, python, container_runtime=container_runtime)
     run_file = directory / "run.json"
     run_file.write_text(json.dumps(run), encoding="utf-8")
     (directory / "home").mkdir(exist_ok=True)
