@@ -12,6 +12,7 @@ import pytest
 from data_designer.slurm.contracts import ClusterFacts, ClusterProfile, ExecutionPlan, ReplicaPlan, __version__
 from data_designer.slurm.planner import compile, load_run, resolve_config
 from data_designer.slurm.runtime._command import CommandResult
+from data_designer.slurm.runtime.supervisor._containers import step_memory_mb
 from data_designer.slurm.runtime.supervisor._environment import (
     SetupError,
     check_environment,
@@ -19,12 +20,7 @@ from data_designer.slurm.runtime.supervisor._environment import (
     identify_task,
     run_layout,
 )
-from data_designer.slurm.runtime.supervisor._replicas import (
-    log_tail,
-    srun_argv,
-    step_environment,
-    step_memory_mb,
-)
+from data_designer.slurm.runtime.supervisor._replicas import log_tail, srun_argv, step_environment
 from data_designer.slurm.runtime.supervisor._slurm_nodes import allocation_nodes, parse_node_addresses
 
 PYTHON = "/venv/bin/python"
