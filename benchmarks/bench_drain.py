@@ -26,13 +26,9 @@ Quick mode runs each scenario once; full mode repeats each (3 times) and prints 
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import secrets
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,9 +37,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from benchmarks._cluster_run import execute, slurm_env, writer_run
 from benchmarks._harness import SLURM_CLUSTER, Benchmark, Figure, RunContext, Target, format_number
-from data_designer.slurm.contracts._execution import ExecuteResult
-from data_designer.slurm.planner import ProfileTemplate, render_profile
 from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record
 from data_designer.slurm.runtime._run_layout import RunLayout
@@ -64,43 +59,18 @@ WARNING_DRAIN = Target.at_most(5.0)
 FAILOVER = Target.at_most(1.0)
 
 
-def slurm_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k in ("SLURM_CONF", "PATH")}
-
-
 def run_document(*, records: int, replicas: int, flags: Sequence[str], token: str) -> dict[str, Any]:
     """One shard; the writer alias served by ``replicas`` slowed test servers, its model named with ``token``."""
-    model = f"drain-{token}"
-    server = [sys.executable, "-m", "data_designer.slurm.runtime.testing.test_server", "--host", "{host}"]
-    server += ["--port", "{port}", "--model", "{model}", "--replica-id", "writer-{port}"]
-    server += ["--latency-s", str(SERVER_LATENCY_S), *flags]
-    config = {
-        "model_configs": [{"alias": "writer", "model": model, "provider": "local"}],
-        "columns": [
-            {"name": "topic", "column_type": "sampler", "sampler_type": "category", "params": {"values": ["a", "b"]}},
-            {"name": "text", "column_type": "llm-text", "model_alias": "writer", "prompt": "Write about {{ topic }}."},
-        ],
-    }
-    return {
-        "schema_version": 1,
-        "name": "bench-drain",
-        "data_designer": {"inline": config},
-        "records": records,
-        "sharding": {"shards": 1},
-        "deployments": {
-            "writer": {
-                "engine": "command",
-                "argv": server,
-                "model": model,
-                "replicas": replicas,
-                "gpus_per_replica": 1,
-                "cpus_per_replica": 1,
-                "startup_timeout_s": 120,
-            }
-        },
-        "client": {"batch_size": BATCH_SIZE, "cpus": 1, "memory_gb": 1, "concurrency": {"writer": 2}},
-        "submission": {"time_limit": "00:15:00", "warning_lead_s": 60, "drain_grace_s": DRAIN_GRACE_S},
-    }
+    return writer_run(
+        name="bench-drain",
+        records=records,
+        shards=1,
+        model=f"drain-{token}",
+        replicas=replicas,
+        server_flags=("--latency-s", str(SERVER_LATENCY_S), *flags),
+        client={"batch_size": BATCH_SIZE, "concurrency": {"writer": 2}},
+        submission={"drain_grace_s": DRAIN_GRACE_S},
+    )
 
 
 @dataclass
@@ -161,28 +131,7 @@ class Shard:
 
 
 def submit(directory: Path, document: dict[str, Any]) -> Shard:
-    directory.mkdir(parents=True)
-    template = ProfileTemplate(
-        cluster="local",
-        workspace_root=str(directory / "ws"),
-        account=os.environ.get("DDSLURM_ACCOUNT", "ddtest"),
-        gpu_partition=os.environ.get("DDSLURM_GPU_PARTITION", "gpu"),
-        cpu_partition=os.environ.get("DDSLURM_CPU_PARTITION", "cpu"),
-        python=sys.executable,
-    )
-    profile = directory / "profile.yaml"
-    profile.write_text(render_profile(template), encoding="utf-8")
-    run_file = directory / "run.json"
-    run_file.write_text(json.dumps(document), encoding="utf-8")
-    (directory / "home").mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("DATA_DESIGNER_SLURM_PROFILE", "XDG_CONFIG_HOME")}
-    env["HOME"] = str(directory / "home")
-    data_designer = str(Path(sys.executable).parent / "data-designer")
-    command = [data_designer, "slurm", "execute", str(run_file), "--profile", str(profile), "--json"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"execute failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
-    result = ExecuteResult.model_validate_json(done.stdout)
+    result = execute(directory, document)
     layout = RunLayout.of(Path(result.run_dir).parent.parent, result.run_id)
     return Shard(layout, result.jobs[0].job_id, SubprocessRunner(overrides=slurm_env()))
 

@@ -20,18 +20,15 @@ recorded (``attempt.json``, the result manifest, the servers' request logs and t
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks._cluster_run import execute, slurm_env, writer_run
 from benchmarks._harness import SLURM_CLUSTER, Benchmark, Figure, RunContext, Target
 from data_designer.slurm.contracts import TERMINAL_TASK_STATES
 from data_designer.slurm.contracts._execution import ExecuteResult
-from data_designer.slurm.planner import ProfileTemplate, render_profile
 from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime._records import RecordOk, read_record
 from data_designer.slurm.runtime._run_layout import RunLayout
@@ -44,65 +41,18 @@ SUPERVISOR_OVERHEAD = Target.at_most(0.5)
 READINESS_LAG = Target.at_most(DEFAULT_POLL_S + 0.1)
 
 
-def run_document(shards: int, records: int, request_log_dir: Path) -> dict[str, Any]:
-    server = [sys.executable, "-m", "data_designer.slurm.runtime.testing.test_server", "--host", "{host}"]
-    server += ["--port", "{port}", "--model", "{model}", "--replica-id", "writer-{port}"]
-    server += ["--request-log", f"{request_log_dir}/requests-{{port}}.jsonl"]
-    config = {
-        "model_configs": [{"alias": "writer", "model": "bench", "provider": "local"}],
-        "columns": [
-            {"name": "topic", "column_type": "sampler", "sampler_type": "category", "params": {"values": ["a", "b"]}},
-            {"name": "text", "column_type": "llm-text", "model_alias": "writer", "prompt": "Write about {{ topic }}."},
-        ],
-    }
-    return {
-        "schema_version": 1,
-        "name": "bench-shard",
-        "data_designer": {"inline": config},
-        "records": records,
-        "sharding": {"shards": shards},
-        "deployments": {
-            "writer": {
-                "engine": "command",
-                "argv": server,
-                "model": "bench",
-                "gpus_per_replica": 1,
-                "cpus_per_replica": 1,
-                "startup_timeout_s": 120,
-            }
-        },
-        "client": {"batch_size": 50, "cpus": 1, "memory_gb": 1},
-        "submission": {"time_limit": "00:15:00", "warning_lead_s": 60, "drain_grace_s": 30},
-    }
-
-
-def slurm_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k in ("SLURM_CONF", "PATH")}
-
-
-def execute(scratch: Path, shards: int, records: int) -> ExecuteResult:
-    template = ProfileTemplate(
-        cluster="local",
-        workspace_root=str(scratch / "ws"),
-        account=os.environ.get("DDSLURM_ACCOUNT", "ddtest"),
-        gpu_partition=os.environ.get("DDSLURM_GPU_PARTITION", "gpu"),
-        cpu_partition=os.environ.get("DDSLURM_CPU_PARTITION", "cpu"),
-        python=sys.executable,
+def execute_run(scratch: Path, shards: int, records: int) -> ExecuteResult:
+    requests = scratch / "requests"
+    requests.mkdir(parents=True)
+    document = writer_run(
+        name="bench-shard",
+        records=records,
+        shards=shards,
+        model="bench",
+        server_flags=("--request-log", f"{requests}/requests-{{port}}.jsonl"),
+        client={"batch_size": 50},
     )
-    profile = scratch / "profile.yaml"
-    profile.write_text(render_profile(template), encoding="utf-8")
-    (scratch / "requests").mkdir()
-    run_file = scratch / "run.json"
-    run_file.write_text(json.dumps(run_document(shards, records, scratch / "requests")), encoding="utf-8")
-    (scratch / "home").mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("DATA_DESIGNER_SLURM_PROFILE", "XDG_CONFIG_HOME")}
-    env["HOME"] = str(scratch / "home")
-    data_designer = Path(sys.executable).parent / "data-designer"
-    command = [str(data_designer), "slurm", "execute", str(run_file), "--profile", str(profile), "--json"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"execute failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
-    return ExecuteResult.model_validate_json(done.stdout)
+    return execute(scratch, document)
 
 
 def wait(layout: RunLayout, shards: int, scheduler: SlurmScheduler, job_ids: list[str]) -> dict[int, str]:
@@ -187,7 +137,7 @@ def shard_figures(
 
 def run(ctx: RunContext) -> list[Figure]:
     shards, records = (2, 16) if ctx.quick else (4, 400)
-    result = execute(ctx.scratch, shards, records)
+    result = execute_run(ctx.scratch, shards, records)
     layout = RunLayout.of(Path(result.run_dir).parent.parent, result.run_id)
     scheduler = SlurmScheduler(SubprocessRunner(overrides=slurm_env()))
     job_ids = [job.job_id for job in result.jobs]
