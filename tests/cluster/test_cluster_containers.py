@@ -63,8 +63,8 @@ CONFIG: dict[str, Any] = {
 }
 LLM_COLUMNS = ("review", "verdict")
 # One sampler column: the host draws several sampler columns from numpy's global generator in an order that
-# depends on the worker process's string hash seed (PYTHONHASHSEED), so two runs can draw them in another order
-# (see the batch size below for the other limit of reproducibility).
+# depends on the worker process's string hash seed; the supervisor pins PYTHONHASHSEED=0 for the client, and one
+# column keeps this comparison independent of that (see the batch size below for the other limit).
 SAMPLER_COLUMNS = ("product",)
 
 
