@@ -391,3 +391,31 @@ def test_a_drained_attempt_publishes_its_complete_batches_and_the_next_fills_exa
     finally:
         slow.process.terminate()
         slow.process.communicate(timeout=10)
+
+
+def test_a_drain_before_any_batch_completes_publishes_an_empty_partial_manifest(
+    servers: dict[str, Server], tmp_path: Path
+) -> None:
+    env = {**os.environ, KEY_ENV: "sekrit-critic-key"}
+    slow = start_server("writer", "slower", env, "--latency-s", "1.0")
+    try:
+        plan = make_plan(CONFIG, records=20, shards=1, batch_size=10, concurrency=2, drain_grace_s=6)
+        layout = prepare_run(tmp_path / "ws", plan, {**servers, "writer": slow})
+        worker = start_worker(layout, plan, 0, worker_env(tmp_path))
+        deadline = time.monotonic() + 120
+        while True:
+            found = read_record(layout.progress(0, 1), PROGRESS_SCHEMA)
+            if isinstance(found, RecordOk) and found.payload.state == "generating":
+                break
+            assert time.monotonic() < deadline, found
+            time.sleep(0.05)
+        worker.send_signal(signal.SIGUSR1)
+        _, stderr = worker.communicate(timeout=120)
+        assert worker.returncode == 4, stderr[-3000:]
+        manifest = manifest_of(layout, 0, 1)
+        assert (manifest.records, manifest.parts, manifest.ranges, manifest.complete) == (0, (), (), False)
+        assert manifest.drained is not None
+        assert "published 0 of 20 records in 0 part(s)" in stderr
+    finally:
+        slow.process.terminate()
+        slow.process.communicate(timeout=10)

@@ -59,6 +59,8 @@ def host_batch_files(dataset_dir: Path) -> list[Path]:
 def unified_schema(files: Sequence[Path]) -> pa.Schema:
     """One schema for every batch (permissive promotion, as the host does when it loads a dataset)."""
     schemas = [pq.read_schema(path) for path in files]
+    if not schemas:  # a drain before any batch completed: no data columns
+        return pa.schema([])
     return pa.unify_schemas(schemas, promote_options="permissive").remove_metadata()
 
 
