@@ -403,6 +403,25 @@ def test_a_signal_drains_the_client_classifies_and_stops_every_child(
     assert _heartbeat(layout).phase == "stopping"
 
 
+def test_a_client_ended_by_the_forwarded_signal_is_classified_by_the_signal(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
+    started = time.monotonic()
+    process = start_supervisor(workspace, plan, STAND_IN_MODE="sleep-undrained")
+    layout = RunLayout.of(workspace, RUN_ID)
+    try:
+        wait_for((layout.attempt_dir(0, 1) / "stand-in-answers.json").exists)
+        wait_for(lambda: "without handlers" in (layout.logs_dir(0, 1) / "client.log").read_text())
+        process.send_signal(signal.SIGUSR1)
+        outcome = finish(process, workspace, started)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert outcome.returncode == EXIT_CODES["time_limit"], outcome.stderr
+    assert outcome.status.message.startswith("the time-limit warning (SIGUSR1) arrived; the client worker was ended")
+    assert outcome.status.records == 0
+
+
 def test_a_signal_before_the_client_starts_ends_classified_with_no_records(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, server_flags=("--start-delay-s", "30"), stand_in=True)
     started = time.monotonic()

@@ -467,6 +467,16 @@ class Supervisor:
                 records=manifest.records,
                 drain_s=drain_s,
             )
+        if code in (-signal.SIGUSR1, -signal.SIGTERM, -signal.SIGKILL):  # it ended before it could drain
+            raise AttemptEnded(
+                cause.status,
+                f"{cause.detail}; the client worker was ended by signal {-code} before it could drain, nothing "
+                "published",
+                step="client",
+                tail=log_tail(log),
+                records=0,
+                drain_s=drain_s,
+            )
         self._client_ended(code, log)
         self.say(f"the client worker finished before it could drain ({drain_s:.1f}s after the signal)")
 

@@ -9,7 +9,9 @@ For supervisor tests that need the real supervisor but not Data Designer. It rea
 * ``no-manifest``: exit 0 without a manifest;
 * ``exit<N>``: print ``stand-in: failing with exit<N>`` on stderr and exit N;
 * ``sleep``: wait for a signal; ``SIGUSR1``/``SIGTERM`` publish a partial manifest with no records (drained by
-  that signal) and exit 4, like the real worker's drain.
+  that signal) and exit 4, like the real worker's drain;
+* ``sleep-undrained``: wait with the default signal handlers (a worker signalled before it could install its
+  own: the signal ends it).
 """
 
 from __future__ import annotations
@@ -119,6 +121,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in (signal.SIGUSR1, signal.SIGTERM):
         signal.signal(signum, on_signal)
     call_endpoints(attempt_dir, Path(os.environ[ENV_ENDPOINTS]), args)
+    if mode == "sleep-undrained":
+        for signum in (signal.SIGUSR1, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
+        print("stand-in: sleeping without handlers", flush=True)
+        threading.Event().wait(600)
+        return 0
     if mode == "sleep":
         print("stand-in: sleeping", flush=True)
         woken.wait(600)
