@@ -92,7 +92,8 @@ class Drain:
         self.warning_grace_s = warning_grace_s
         self.settle_s = settle_s
         self._monotonic = monotonic
-        self._lock = threading.Lock()
+        # Reentrant: the signal handler runs request() on the main thread, maybe while it holds the lock.
+        self._lock = threading.RLock()
         self._requested = threading.Event()
         self._hurry = threading.Event()
         self._signal: DrainSignal | None = None
