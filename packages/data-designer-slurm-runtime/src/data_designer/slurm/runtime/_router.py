@@ -103,7 +103,7 @@ class Router:
         self._upstreams = [_Upstream(url) for url in base_urls]
         self._cooldown_s = cooldown_s
         self._timeout_s = timeout_s
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: hold() may run in a signal handler on a thread holding it
         self._turn = 0
         self._failovers = 0
         self._unrouted = 0
