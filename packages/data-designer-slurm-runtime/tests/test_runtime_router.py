@@ -113,6 +113,31 @@ def test_a_dead_replica_is_failed_over_once_then_avoided(two_stubs: list[StubMod
         (two_stubs[0].base_url, 6, 0),
     ]
     assert (stats.failovers, stats.unrouted) == (1, 0)
+    assert len(stats.failover_s) == 1
+
+
+def test_a_held_router_lets_admitted_requests_finish_and_admits_nothing_new() -> None:
+    slow = StubServerConfig(model=MODEL, replica_id="slow", latency_s=0.5)
+    with StubModelServer(slow) as stub, Router([stub.base_url]) as router:
+        answers: list[tuple[int, dict[str, Any]]] = []
+        first = threading.Thread(target=lambda: answers.append(post(router, key=None, text="in flight")))
+        first.start()
+        while router.outstanding == 0:
+            threading.Event().wait(0.01)
+        router.hold()
+        late: list[tuple[int, dict[str, Any]]] = []
+        second = threading.Thread(target=lambda: late.append(post(router, key=None, text="too late")), daemon=True)
+        second.start()
+        while router.held == 0:
+            threading.Event().wait(0.01)
+        first.join(timeout=10)
+        assert [status for status, _ in answers] == [200]
+        assert router.outstanding == 0
+        assert late == []
+        assert stub.admitted == 1, "the held request never reached the server"
+    second.join(timeout=10)
+    assert [status for status, _ in late] == [503]  # released by close, never forwarded
+    assert router.stats().upstreams[0].requests == 1
 
 
 def test_no_live_replica_is_a_clear_502() -> None:
@@ -180,3 +205,5 @@ def test_a_replica_dying_mid_run_is_failed_over(
     assert stats.failovers >= 1
     assert stats.failovers == stats.upstreams[0].failures
     assert stats.unrouted == 0
+    assert len(stats.failover_s) == stats.failovers
+    assert all(0 <= seconds < 5 for seconds in stats.failover_s)

@@ -13,6 +13,9 @@ request goes to another upstream (a failover). Retrying is safe for the OpenAI i
 routed here because nothing was answered. Upstreams marked dead are tried last, so a replica that
 came back is found again. A request that no upstream answers gets ``502`` with an OpenAI-shaped
 error. A status the upstream sent (even a 5xx) is its answer and is passed through.
+
+For the worker's drain, :meth:`Router.hold` stops admitting requests (a new one waits unanswered and is
+never sent) while admitted ones run to their end; :attr:`Router.outstanding` counts those.
 """
 
 from __future__ import annotations
