@@ -4,15 +4,13 @@ canned answers and a tiny recording proxy, each classified and never showing the
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -285,14 +283,32 @@ def test_tls_certificates_are_verified(tmp_path: Path, canned: CannedFactory) ->
 
 
 def _self_signed(cert: Path, key: Path) -> None:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("openssl is needed to make a self-signed certificate")
-        pytest.skip("openssl is needed to make a self-signed certificate")
-    argv = [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"]
-    argv += ["-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)]
-    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    """A certificate for ``localhost`` signed by its own key (``cryptography``, locked through the host's deps)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    private = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(private.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(private, hashes.SHA256())
+    )
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key.write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
 
 
 def test_a_name_that_does_not_resolve_is_unreachable() -> None:
