@@ -15,7 +15,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,7 +40,7 @@ from data_designer.slurm.runtime.supervisor import (
     ReplicaRecord,
     StatusRecord,
 )
-from data_designer.slurm.runtime.testing import processes_mentioning
+from data_designer.slurm.runtime.testing import assign_attempt, processes_mentioning
 from data_designer.slurm.runtime.testing.stand_in_worker import stand_in_manifest
 
 M = TypeVar("M", bound=BaseModel)
@@ -522,23 +521,7 @@ def stand_in_manifest_for(
     layout: RunLayout, plan: ExecutionPlan, *, attempt: int, ranges: tuple[tuple[int, int], ...]
 ) -> OutputManifest:
     """A stand-in manifest of an earlier attempt that published ``ranges`` (written with its attempt.json)."""
-    record = AttemptRecord(
-        run_id=RUN_ID,
-        plan_digest=plan.digest,
-        shard=0,
-        attempt=attempt,
-        chunk=0,
-        array_task=0,
-        job_id="1",
-        restart_count=0,
-        hostname="h",
-        nodes=("node1",),
-        node_addresses=("127.0.0.1",),
-        supervisor_pid=1,
-        supervisor_started_at=datetime.now(UTC),
-        assigned=(IndexRange(start=0, stop=4),),
-    )
-    write_record_once(layout.attempt_record(0, attempt), ATTEMPT_SCHEMA, record)
+    assign_attempt(layout, plan_digest=plan.digest, shard=0, attempt=attempt, assigned=[(0, 4)])
     produced = tuple(IndexRange(start=a, stop=b) for a, b in ranges)
     return stand_in_manifest(layout.attempt_dir(0, attempt), records_of=produced)
 

@@ -149,6 +149,8 @@ class Supervisor:
         self.exited: dict[int, tuple[int, datetime]] = {}
         """Replica position -> (exit code, when seen) for replicas that ended while the attempt ran."""
         self.cause: StopCause | None = None
+        self.manifest: OutputManifest | None = None
+        """The client worker's valid result manifest, once it ended with one."""
 
     # -- logging and records -------------------------------------------------------------------------------------
 
@@ -226,7 +228,9 @@ class Supervisor:
         try:
             self._run()
             return AttemptEnded(
-                "succeeded", "the client worker finished and wrote its manifest", records=self._published_records()
+                "succeeded",
+                "the client worker finished and wrote its manifest",
+                records=None if self.manifest is None else self.manifest.records,
             )
         except SetupError as exc:
             return AttemptEnded(exc.status, str(exc))
@@ -490,13 +494,10 @@ class Supervisor:
         found = read_record(self.layout.output_manifest(self.task.shard, self.task.attempt), MANIFEST_SCHEMA)
         return found.payload if isinstance(found, RecordOk) else None
 
-    def _published_records(self) -> int | None:
-        manifest = self._manifest()
-        return manifest.records if manifest is not None else None
-
     def _client_ended(self, code: int, log: Path) -> None:
         if code == 0:
-            if self._manifest() is not None:
+            self.manifest = self._manifest()
+            if self.manifest is not None:
                 return
             raise AttemptEnded(
                 "client_error", "the client worker exited 0 without a valid output/manifest.json", step="client"
