@@ -45,6 +45,7 @@ from data_designer.slurm.runtime._run_layout import RunLayout
 from data_designer.slurm.runtime._worker_drain import DEFAULT_SETTLE_S
 from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, PROGRESS_SCHEMA, OutputManifest
 from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
+from data_designer.slurm.runtime.testing import wait_for_record
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -83,14 +84,7 @@ class Shard:
 
     def record(self, path: Path, schema: RecordSchema[M], timeout_s: float = WAIT_S) -> M:
         """The record at ``path`` once it is valid; raises with the run's logs after ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            found = read_record(path, schema)
-            if isinstance(found, RecordOk):
-                return found.payload
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no valid {path} after {timeout_s:.0f}s\n{self.diagnosis()}")
-            time.sleep(0.05)
+        return wait_for_record(path, schema, timeout_s=timeout_s, describe=self.diagnosis)
 
     def status(self) -> StatusRecord:
         return self.record(self.layout.status(0, 1), STATUS_SCHEMA)

@@ -35,7 +35,7 @@ from data_designer.slurm.runtime.supervisor._records import (
     AliasEndpoints,
     EndpointsRecord,
 )
-from data_designer.slurm.runtime.testing import assign_attempt
+from data_designer.slurm.runtime.testing import assign_attempt, wait_for_record
 
 pytestmark = pytest.mark.host
 
@@ -338,13 +338,8 @@ def test_tiktoken_never_downloads_in_the_worker(tmp_path: Path) -> None:
 
 
 def wait_for_records(layout: RunLayout, shard: int, attempt: int, at_least: int, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = read_record(layout.progress(shard, attempt), PROGRESS_SCHEMA)
-        if isinstance(found, RecordOk) and found.payload.records_done >= at_least:
-            return
-        assert time.monotonic() < deadline, f"fewer than {at_least} records after {timeout_s}s: {found}"
-        time.sleep(0.05)
+    path = layout.progress(shard, attempt)
+    wait_for_record(path, PROGRESS_SCHEMA, timeout_s=timeout_s, accept=lambda p: p.records_done >= at_least)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGTERM], ids=["SIGUSR1", "SIGTERM"])
@@ -402,13 +397,7 @@ def test_a_drain_before_any_batch_completes_publishes_an_empty_partial_manifest(
         plan = make_plan(CONFIG, records=20, shards=1, batch_size=10, concurrency=2, drain_grace_s=6)
         layout = prepare_run(tmp_path / "ws", plan, {**servers, "writer": slow})
         worker = start_worker(layout, plan, 0, worker_env(tmp_path))
-        deadline = time.monotonic() + 120
-        while True:
-            found = read_record(layout.progress(0, 1), PROGRESS_SCHEMA)
-            if isinstance(found, RecordOk) and found.payload.state == "generating":
-                break
-            assert time.monotonic() < deadline, found
-            time.sleep(0.05)
+        wait_for_record(layout.progress(0, 1), PROGRESS_SCHEMA, timeout_s=120, accept=lambda p: p.state == "generating")
         worker.send_signal(signal.SIGUSR1)
         _, stderr = worker.communicate(timeout=120)
         assert worker.returncode == 4, stderr[-3000:]

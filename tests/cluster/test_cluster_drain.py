@@ -41,7 +41,7 @@ from data_designer.slurm.runtime._worker_records import (
     OutputManifest,
 )
 from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
-from data_designer.slurm.runtime.testing import command_lines
+from data_designer.slurm.runtime.testing import command_lines, wait_for_record
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -68,13 +68,7 @@ class Submitted:
         return [job.job_id for job in self.result.jobs]
 
     def wait(self, path: Path, schema: RecordSchema[M], timeout_s: float = WAIT_S) -> M:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            found = read_record(path, schema)
-            if isinstance(found, RecordOk):
-                return found.payload
-            assert time.monotonic() < deadline, f"no {path.name} after {timeout_s}s\n{self.diagnosis()}"
-            time.sleep(0.2)
+        return wait_for_record(path, schema, timeout_s=timeout_s, poll_s=0.2, describe=self.diagnosis)
 
     def status(self, attempt: int, timeout_s: float = WAIT_S) -> StatusRecord:
         return self.wait(self.layout.status(0, attempt), STATUS_SCHEMA, timeout_s)
@@ -92,13 +86,14 @@ class Submitted:
         return pa.concat_tables(tables).sort_by(INDEX_COLUMN) if tables else pa.table({INDEX_COLUMN: []})
 
     def wait_for_records(self, attempt: int, at_least: int) -> None:
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            found = read_record(self.layout.progress(0, attempt), PROGRESS_SCHEMA)
-            if isinstance(found, RecordOk) and found.payload.records_done >= at_least:
-                return
-            assert time.monotonic() < deadline, f"fewer than {at_least} records\n{self.diagnosis()}"
-            time.sleep(0.1)
+        wait_for_record(
+            self.layout.progress(0, attempt),
+            PROGRESS_SCHEMA,
+            timeout_s=WAIT_S,
+            accept=lambda progress: progress.records_done >= at_least,
+            poll_s=0.1,
+            describe=self.diagnosis,
+        )
 
     def wait_until_jobs_end(self, job_ids: list[str]) -> None:
         deadline = time.monotonic() + WAIT_S

@@ -27,7 +27,7 @@ from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record
 from data_designer.slurm.runtime._run_layout import RunLayout
 from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
-from data_designer.slurm.runtime.testing import processes_mentioning
+from data_designer.slurm.runtime.testing import processes_mentioning, wait_for_record
 
 pytestmark = pytest.mark.cluster
 
@@ -46,13 +46,8 @@ class SubmittedRun:
     def wait_for_status(self, shard: int, timeout_s: float) -> tuple[StatusRecord, float]:
         """The shard's final status and how long after submission it appeared."""
         path = self.layout.status(shard, 1)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            result = read_record(path, STATUS_SCHEMA)
-            if isinstance(result, RecordOk):
-                return result.payload, time.monotonic() - self.submitted_at
-            assert time.monotonic() < deadline, f"no status for shard {shard} after {timeout_s}s: {self.diagnosis()}"
-            time.sleep(0.1)
+        status = wait_for_record(path, STATUS_SCHEMA, timeout_s=timeout_s, poll_s=0.1, describe=self.diagnosis)
+        return status, time.monotonic() - self.submitted_at
 
     def read(self, path: Path, schema: RecordSchema[M]) -> M:
         result = read_record(path, schema)

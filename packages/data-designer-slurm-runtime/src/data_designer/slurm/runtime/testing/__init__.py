@@ -36,6 +36,7 @@ from data_designer.slurm.runtime.testing._test_server import (
     request_digest,
     stub_server_argv,
 )
+from data_designer.slurm.runtime.testing._waiting import wait_for_record
 
 __all__ = [
     "EXIT_BAD_ARGUMENTS",
@@ -64,4 +65,5 @@ __all__ = [
     "read_shim_log",
     "request_digest",
     "stub_server_argv",
+    "wait_for_record",
 ]

@@ -1,0 +1,39 @@
+"""Waiting for a record another process writes, for tests and benchmarks that follow a run from outside."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def wait_for_record(
+    path: Path,
+    schema: RecordSchema[M],
+    *,
+    timeout_s: float,
+    accept: Callable[[M], bool] | None = None,
+    poll_s: float = 0.05,
+    describe: Callable[[], str] | None = None,
+) -> M:
+    """The payload at ``path`` once it reads ``RecordOk`` (and ``accept`` takes it); re-read every ``poll_s``.
+
+    Raises ``TimeoutError`` after ``timeout_s`` naming the path and the last read, followed by ``describe()``
+    (a run's logs, say) when given.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = read_record(path, schema)
+        if isinstance(found, RecordOk) and (accept is None or accept(found.payload)):
+            return found.payload
+        if time.monotonic() > deadline:
+            detail = f"\n{describe()}" if describe is not None else ""
+            raise TimeoutError(f"no accepted {path} after {timeout_s:.0f}s (last read: {found}){detail}")
+        time.sleep(poll_s)
