@@ -141,6 +141,9 @@ class StubModelServer:
         self.lock = threading.Lock()
         self.admitted = 0  # inference requests taken in, under lock
         self.answered = 0  # inference requests answered (or whose client went away), under lock
+        # replies committed before they are written, under lock: /health counts these, so a client that has
+        # read its reply always finds it counted (``answered`` only grows after the write, for --crash-after)
+        self.replying = 0
         self.ready = threading.Event()
         self.ready_at: float | None = None
         self._log_lock = threading.Lock()
@@ -263,7 +266,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _health(self) -> dict[str, Any]:
         stub, config = self.stub, self.stub.config
         with stub.lock:
-            counts = {"requests_answered": stub.answered}
+            counts = {"requests_answered": stub.replying}
         return {
             "status": "ok",
             "model": config.model,
@@ -335,6 +338,8 @@ class _Handler(BaseHTTPRequestHandler):
         if stub.config.latency_s:
             time.sleep(stub.config.latency_s)
         stub.log_request(path, HTTPStatus.OK, body)
+        with stub.lock:
+            stub.replying += 1
         try:
             self._send(HTTPStatus.OK, reply)
         finally:
