@@ -421,14 +421,14 @@ def test_port_in_use_exits_with_bind_failure() -> None:
 
 def test_two_replicas_on_one_port_collide_at_bind_even_while_starting(replicas: list[Replica]) -> None:
     port = free_port()
-    first = Replica(spawn(StubServerConfig(model=MODEL, replica_id="first", port=port, start_delay_s=2.0)), port, "")
+    first = Replica(spawn(StubServerConfig(model=MODEL, replica_id="first", port=port, start_delay_s=5.0)), port, "")
     replicas.append(first)
     assert read_line(first.process.stderr, 10) == f"stub-server first: bound 127.0.0.1:{port}"
-    config = StubServerConfig(model=MODEL, replica_id="second", port=port, start_delay_s=2.0)
+    config = StubServerConfig(model=MODEL, replica_id="second", port=port, start_delay_s=5.0)
     started = time.monotonic()
     result = subprocess.run(stub_server_argv(config), capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == EXIT_BIND_FAILED
-    assert time.monotonic() - started < 2.0, "the collision must show before the start delay ends"
+    assert time.monotonic() - started < 5.0, "the collision must show before the start delay ends"
     assert "Address already in use" in result.stderr
     assert read_line(first.process.stdout, 10) == f"ready 127.0.0.1:{port}"
 
