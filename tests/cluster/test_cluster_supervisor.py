@@ -22,19 +22,22 @@ import pytest
 from pydantic import BaseModel
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan, SubmissionBinding
-from data_designer.slurm.planner import bind_submission, compile, load_run, plan_digest, resolve_config
+from data_designer.slurm.planner import bind_submission, compile, load_run, resolve_config
 from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record
 from data_designer.slurm.runtime._run_layout import RunLayout
 from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
-from data_designer.slurm.runtime.testing import processes_mentioning, wait_for_record
+from data_designer.slurm.runtime.testing import (
+    processes_mentioning,
+    stand_in_argv,
+    wait_for_record,
+    with_client_argv,
+    writer_run,
+)
 
 pytestmark = pytest.mark.cluster
 
 M = TypeVar("M", bound=BaseModel)
-SERVER = [sys.executable, "-m", "data_designer.slurm.runtime.testing.test_server"]
-
-STAND_IN = "data_designer.slurm.runtime.testing.stand_in_worker"
 
 
 @dataclass
@@ -71,33 +74,17 @@ def compile_plan(
     replicas: int = 2,
     gpus_per_replica: int = 1,
 ) -> ExecutionPlan:
-    argv = [*SERVER, "--host", "{host}", "--port", "{port}", "--model", "{served_name}"]
-    argv += ["--replica-id", "writer-{port}", "--request-log", f"{tmp_path}/requests-{{port}}.jsonl", *server_flags]
-    run = {
-        "schema_version": 1,
-        "name": "svc",
-        "data_designer": {
-            "inline": {
-                "model_configs": [{"alias": "writer", "model": "stub", "provider": "local"}],
-                "columns": [{"name": "a", "column_type": "llm-text", "model_alias": "writer", "prompt": "x"}],
-            }
-        },
-        "records": 2 * shards,
-        "sharding": {"shards": shards},
-        "deployments": {
-            "writer": {
-                "engine": "command",
-                "argv": argv,
-                "model": "stub",
-                "replicas": replicas,
-                "gpus_per_replica": gpus_per_replica,
-                "cpus_per_replica": 1,
-                "startup_timeout_s": 600,
-            }
-        },
-        "client": {"cpus": 1, "memory_gb": 1},
-        "submission": {"warning_lead_s": 60, "drain_grace_s": 30},
-    }
+    flags = ("--request-log", f"{tmp_path}/requests-{{port}}.jsonl", *server_flags)
+    run = writer_run(
+        "svc",
+        server_flags=flags,
+        records=2 * shards,
+        shards=shards,
+        replicas=replicas,
+        gpus_per_replica=gpus_per_replica,
+        startup_timeout_s=600,
+        submission={"warning_lead_s": 60, "drain_grace_s": 30},
+    )
     profile = ClusterProfile.model_validate(
         {
             "workspace_root": str(tmp_path / "ws"),
@@ -110,11 +97,7 @@ def compile_plan(
     )
     spec = load_run(json.dumps(run), file="run.json")
     plan = compile(spec, profile, cluster=local_slurm["DDSLURM_CLUSTER"], config=resolve_config(spec))
-    client = plan.allocation.client.model_copy(
-        update={"argv": (sys.executable, "-m", STAND_IN, "--shard", "{shard}", "--attempt", "{attempt}")}
-    )
-    draft = plan.model_copy(update={"allocation": plan.allocation.model_copy(update={"client": client})})
-    return draft.model_copy(update={"digest": plan_digest(draft)})
+    return with_client_argv(plan, stand_in_argv())
 
 
 def submit(tmp_path: Path, local_slurm: Mapping[str, str], plan: ExecutionPlan) -> SubmittedRun:

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan
-from data_designer.slurm.planner import SERVER_API_KEY_ENV, compile, load_run, plan_digest, resolve_config
+from data_designer.slurm.planner import SERVER_API_KEY_ENV, compile, load_run, resolve_config
 from data_designer.slurm.runtime._launch import launch
 from data_designer.slurm.runtime._records import RecordOk, read_record
 from data_designer.slurm.runtime._run_layout import RunLayout
@@ -39,10 +39,9 @@ from data_designer.slurm.runtime.supervisor import (
     StatusRecord,
 )
 from data_designer.slurm.runtime.supervisor._replicas import srun_argv, step_environment
-from data_designer.slurm.runtime.testing import processes_mentioning
+from data_designer.slurm.runtime.testing import processes_mentioning, with_client_argv, writer_run
 
 RUN_ID = "hy-20261129T120000Z-abcdef"
-SERVER = [sys.executable, "-m", "data_designer.slurm.runtime.testing.test_server"]
 HF_HOME = "/shared/hf-cache"
 
 FAKE_SRUN = """\
@@ -145,38 +144,10 @@ def profile(**changes: Any) -> ClusterProfile:
 
 def compile_plan(worker: Path) -> ExecutionPlan:
     """Two test-server replicas of 'writer', one GPU each on one-GPU nodes: replica 0 on node 0, replica 1 on node 1."""
-    argv = [*SERVER, "--host", "{host}", "--port", "{port}", "--model", "{served_name}"]
-    argv += ["--replica-id", "writer-{port}", "--api-key-env", "{api_key_env}"]
-    run = {
-        "schema_version": 1,
-        "name": "hy",
-        "data_designer": {
-            "inline": {
-                "model_configs": [{"alias": "writer", "model": "stub", "provider": "local"}],
-                "columns": [{"name": "a", "column_type": "llm-text", "model_alias": "writer", "prompt": "x"}],
-            }
-        },
-        "records": 4,
-        "sharding": {"shards": 1},
-        "deployments": {
-            "writer": {
-                "engine": "command",
-                "argv": argv,
-                "model": "stub",
-                "replicas": 2,
-                "gpus_per_replica": 1,
-                "cpus_per_replica": 1,
-                "startup_timeout_s": 60,
-            }
-        },
-        "client": {"cpus": 1, "memory_gb": 1},
-    }
+    run = writer_run("hy", server_flags=("--api-key-env", "{api_key_env}"))
     spec = load_run(json.dumps(run), file="run.json")
     plan = compile(spec, profile(), cluster="local", config=resolve_config(spec))
-    client_argv = (sys.executable, str(worker), "--shard", "{shard}", "--attempt", "{attempt}")
-    client = plan.allocation.client.model_copy(update={"argv": client_argv})
-    draft = plan.model_copy(update={"allocation": plan.allocation.model_copy(update={"client": client})})
-    return draft.model_copy(update={"digest": plan_digest(draft)})
+    return with_client_argv(plan, (sys.executable, str(worker), "--shard", "{shard}", "--attempt", "{attempt}"))
 
 
 @dataclass(frozen=True)

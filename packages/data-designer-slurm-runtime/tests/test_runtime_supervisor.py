@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,7 +23,7 @@ import pytest
 from pydantic import BaseModel
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan
-from data_designer.slurm.planner import compile, load_run, plan_digest, resolve_config
+from data_designer.slurm.planner import compile, load_run, resolve_config
 from data_designer.slurm.runtime._claims import claim, owner_from_environment
 from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record, write_record_once
 from data_designer.slurm.runtime._run_layout import RunLayout
@@ -40,14 +41,18 @@ from data_designer.slurm.runtime.supervisor import (
     ReplicaRecord,
     StatusRecord,
 )
-from data_designer.slurm.runtime.testing import assign_attempt, processes_mentioning
+from data_designer.slurm.runtime.testing import (
+    assign_attempt,
+    processes_mentioning,
+    stand_in_argv,
+    with_client_argv,
+    writer_run,
+)
 from data_designer.slurm.runtime.testing.stand_in_worker import stand_in_manifest
 
 M = TypeVar("M", bound=BaseModel)
 RUN_ID = "sv-20261129T120000Z-abcdef"
 LAUNCH = [sys.executable, "-m", "data_designer.slurm.runtime._launch"]
-SERVER = [sys.executable, "-m", "data_designer.slurm.runtime.testing.test_server"]
-STAND_IN = "data_designer.slurm.runtime.testing.stand_in_worker"
 
 FAKE_SRUN = """\
 #!{python}
@@ -108,32 +113,8 @@ def compile_plan(
     *, server_flags: tuple[str, ...] = (), replicas: int = 2, request_log_dir: Path, **client: Any
 ) -> ExecutionPlan:
     """Two test-server replicas of alias 'writer' on one node, and the stand-in worker as the client."""
-    argv = [*SERVER, "--host", "{host}", "--port", "{port}", "--model", "{served_name}"]
-    argv += ["--replica-id", "writer-{port}", "--request-log", f"{request_log_dir}/requests-{{port}}.jsonl"]
-    run = {
-        "schema_version": 1,
-        "name": "sv",
-        "data_designer": {
-            "inline": {
-                "model_configs": [{"alias": "writer", "model": "stub", "provider": "local"}],
-                "columns": [{"name": "a", "column_type": "llm-text", "model_alias": "writer", "prompt": "x"}],
-            }
-        },
-        "records": 4,
-        "sharding": {"shards": 1},
-        "deployments": {
-            "writer": {
-                "engine": "command",
-                "argv": [*argv, *server_flags],
-                "model": "stub",
-                "replicas": replicas,
-                "gpus_per_replica": 1,
-                "cpus_per_replica": 1,
-                "startup_timeout_s": 60,
-            }
-        },
-        "client": {"cpus": 1, "memory_gb": 1},
-    }
+    flags = ("--request-log", f"{request_log_dir}/requests-{{port}}.jsonl", *server_flags)
+    run = writer_run("sv", server_flags=flags, replicas=replicas)
     profile = ClusterProfile.model_validate(
         {
             "workspace_root": "/ws",
@@ -151,12 +132,7 @@ def compile_plan(
 
 def with_client(plan: ExecutionPlan, *, stand_in: bool = False, python: str = sys.executable) -> ExecutionPlan:
     """``plan`` with the stand-in worker (``runtime.testing.stand_in_worker``) as its client, digest recomputed."""
-    argv = (
-        (python, "-m", STAND_IN, "--shard", "{shard}", "--attempt", "{attempt}") if stand_in else (python, "-c", "pass")
-    )
-    client = plan.allocation.client.model_copy(update={"argv": argv})
-    draft = plan.model_copy(update={"allocation": plan.allocation.model_copy(update={"client": client})})
-    return draft.model_copy(update={"digest": plan_digest(draft)})
+    return with_client_argv(plan, stand_in_argv(python) if stand_in else (python, "-c", "pass"))
 
 
 @pytest.fixture
@@ -190,24 +166,41 @@ def supervisor_env(root: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def start_supervisor(root: Path, plan: ExecutionPlan, **env: str) -> subprocess.Popen[str]:
+@dataclass
+class Supervising:
+    """A supervisor started by :func:`supervising`, running until :meth:`finish`."""
+
+    process: subprocess.Popen[str]
+    root: Path
+    started: float
+
+    def finish(self, timeout_s: float = 60) -> Outcome:
+        _, stderr = self.process.communicate(timeout=timeout_s)
+        elapsed = time.monotonic() - self.started
+        return Outcome(self.process.returncode, stderr, elapsed, RunLayout.of(self.root, RUN_ID))
+
+
+@contextmanager
+def supervising(root: Path, plan: ExecutionPlan, **env: str) -> Iterator[Supervising]:
+    """Start the supervisor on ``plan`` as Slurm's batch step would; it is killed on the way out if still running."""
     run_dir = root / "runs" / RUN_ID
     (run_dir / "plan.json").write_text(plan.model_dump_json())
     argv = [sys.executable, "-m", "data_designer.slurm.runtime.supervisor", "--plan", "plan.json"]
     argv += ["--poll-interval-s", "0.1", "--heartbeat-interval-s", "0.3", "--stop-grace-s", "2"]
-    return subprocess.Popen(
+    started = time.monotonic()
+    process = subprocess.Popen(
         argv, cwd=run_dir, env=supervisor_env(root, **env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-
-
-def finish(process: subprocess.Popen[str], root: Path, started: float, timeout_s: float = 60) -> Outcome:
-    _, stderr = process.communicate(timeout=timeout_s)
-    return Outcome(process.returncode, stderr, time.monotonic() - started, RunLayout.of(root, RUN_ID))
+    try:
+        yield Supervising(process, root, started)
+    finally:
+        if process.poll() is None:
+            process.kill()
 
 
 def run_supervisor(root: Path, plan: ExecutionPlan, **env: str) -> Outcome:
-    started = time.monotonic()
-    return finish(start_supervisor(root, plan, **env), root, started)
+    with supervising(root, plan, **env) as running:
+        return running.finish()
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float = 30) -> None:
@@ -374,20 +367,15 @@ def test_a_signal_drains_the_client_classifies_and_stops_every_child(
 ) -> None:
     # The servers ignore SIGTERM: stopping them needs the KILL after the grace period.
     plan = compile_plan(request_log_dir=workspace, server_flags=("--ignore-sigterm",), stand_in=True)
-    started = time.monotonic()
-    process = start_supervisor(workspace, plan, STAND_IN_MODE="sleep")
     layout = RunLayout.of(workspace, RUN_ID)
     answers = layout.attempt_dir(0, 1) / "stand-in-answers.json"
-    try:
+    with supervising(workspace, plan, STAND_IN_MODE="sleep") as running:
         wait_for(answers.exists)
         first = _heartbeat(layout)
         wait_for(lambda: _heartbeat(layout).beat >= first.beat + 2, timeout_s=5)
         assert _heartbeat(layout).phase == "client_running"
-        process.send_signal(signum)
-        outcome = finish(process, workspace, started)
-    finally:
-        if process.poll() is None:
-            process.kill()
+        running.process.send_signal(signum)
+        outcome = running.finish()
 
     assert outcome.returncode == EXIT_CODES[status], outcome.stderr
     record = outcome.status
@@ -404,17 +392,12 @@ def test_a_signal_drains_the_client_classifies_and_stops_every_child(
 
 def test_a_client_ended_by_the_forwarded_signal_is_classified_by_the_signal(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, stand_in=True)
-    started = time.monotonic()
-    process = start_supervisor(workspace, plan, STAND_IN_MODE="sleep-undrained")
     layout = RunLayout.of(workspace, RUN_ID)
-    try:
+    with supervising(workspace, plan, STAND_IN_MODE="sleep-undrained") as running:
         wait_for((layout.attempt_dir(0, 1) / "stand-in-answers.json").exists)
         wait_for(lambda: "without handlers" in (layout.logs_dir(0, 1) / "client.log").read_text())
-        process.send_signal(signal.SIGUSR1)
-        outcome = finish(process, workspace, started)
-    finally:
-        if process.poll() is None:
-            process.kill()
+        running.process.send_signal(signal.SIGUSR1)
+        outcome = running.finish()
 
     assert outcome.returncode == EXIT_CODES["time_limit"], outcome.stderr
     assert outcome.status.message.startswith("the time-limit warning (SIGUSR1) arrived; the client worker was ended")
@@ -423,17 +406,12 @@ def test_a_client_ended_by_the_forwarded_signal_is_classified_by_the_signal(work
 
 def test_a_signal_before_the_client_starts_ends_classified_with_no_records(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, server_flags=("--start-delay-s", "30"), stand_in=True)
-    started = time.monotonic()
     (workspace / "bin" / "job-reason").write_text("TimeLimit\n")  # what the fake scontrol says
-    process = start_supervisor(workspace, plan)
     layout = RunLayout.of(workspace, RUN_ID)
-    try:
+    with supervising(workspace, plan) as running:
         wait_for(lambda: len(_replicas(layout)) == 2)
-        process.send_signal(signal.SIGTERM)
-        outcome = finish(process, workspace, started)
-    finally:
-        if process.poll() is None:
-            process.kill()
+        running.process.send_signal(signal.SIGTERM)
+        outcome = running.finish()
 
     assert outcome.returncode == EXIT_CODES["time_limit"], outcome.stderr
     assert outcome.status.message == (
@@ -447,18 +425,13 @@ def test_one_dead_replica_of_two_does_not_end_the_attempt(workspace: Path) -> No
     # One replica (whichever claims the file first) dies after answering one request; the other lives on.
     flags = ("--crash-after", "1", "--crash-claim", str(workspace / "crash.claim"))
     plan = compile_plan(request_log_dir=workspace, server_flags=flags, stand_in=True)
-    started = time.monotonic()
-    process = start_supervisor(workspace, plan, STAND_IN_MODE="sleep")
     layout = RunLayout.of(workspace, RUN_ID)
-    try:
+    with supervising(workspace, plan, STAND_IN_MODE="sleep") as running:
         wait_for(lambda: any(r.exit_code is not None for r in _replicas(layout)))
         time.sleep(0.5)  # several polls: the supervisor carries on
-        assert process.poll() is None
-        process.send_signal(signal.SIGUSR1)
-        outcome = finish(process, workspace, started)
-    finally:
-        if process.poll() is None:
-            process.kill()
+        assert running.process.poll() is None
+        running.process.send_signal(signal.SIGUSR1)
+        outcome = running.finish()
 
     assert outcome.status.status == "time_limit", outcome.stderr
     exits = sorted((r.exit_code is None, r.exit_code) for r in outcome.attempt.replicas)

@@ -8,6 +8,9 @@ lives in :mod:`data_designer.slurm.runtime.testing.conformance` (it needs pytest
 :func:`install_shims` writes PATH shims for ``srun`` (pyxis), ``apptainer`` and ``enroot`` that log their argv
 and run the command natively, so the container code path runs where no container runtime exists.
 
+:func:`writer_run`, :func:`with_client_argv` and :func:`stand_in_argv` build the small plans the allocation
+tests compile (one ``writer`` alias on test-server replicas, the stand-in or a script as the client).
+
 :class:`StubModelServer` and ``python -m data_designer.slurm.runtime.testing.test_server`` are the
 in-tree OpenAI-compatible test server (real HTTP) that tests and the demo serve models with.
 """
@@ -16,6 +19,13 @@ from data_designer.slurm.runtime.testing._attempts import assign_attempt
 from data_designer.slurm.runtime.testing._fake_slurm import FailureMode, FakeSlurm
 from data_designer.slurm.runtime.testing._fake_state import Behaviour, FakeCluster
 from data_designer.slurm.runtime.testing._harness import ClusterHarness, FakeHarness
+from data_designer.slurm.runtime.testing._plans import (
+    STAND_IN_MODULE,
+    TEST_SERVER,
+    stand_in_argv,
+    with_client_argv,
+    writer_run,
+)
 from data_designer.slurm.runtime.testing._processes import command_lines, processes_mentioning
 from data_designer.slurm.runtime.testing._runners import CountingRunner, OutageRunner, ReplyLosingRunner
 from data_designer.slurm.runtime.testing._shims import (
@@ -45,6 +55,8 @@ __all__ = [
     "EXIT_CRASH_AT_START",
     "SHIM_LOG_ENV",
     "SHIM_TOOLS",
+    "STAND_IN_MODULE",
+    "TEST_SERVER",
     "Behaviour",
     "ClusterHarness",
     "CountingRunner",
@@ -64,6 +76,9 @@ __all__ = [
     "processes_mentioning",
     "read_shim_log",
     "request_digest",
+    "stand_in_argv",
     "stub_server_argv",
     "wait_for_record",
+    "with_client_argv",
+    "writer_run",
 ]
