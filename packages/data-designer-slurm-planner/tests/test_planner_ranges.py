@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from data_designer.slurm.planner import (
     Range,
+    clip_ranges,
     count_indices,
     derive_range_seed,
     derive_sampler_seed,
@@ -45,6 +46,14 @@ def test_missing_is_the_set_difference(start: int, size: int, covered: list[Rang
     assert out == normalise_ranges(out)
 
 
+@given(st.integers(0, 40), st.integers(1, 50), ranges_st)
+def test_clip_is_the_intersection_range_by_range(start: int, size: int, ranges: list[Range]) -> None:
+    whole = (start, start + size)
+    out = clip_ranges(whole, ranges)
+    inside = [indices([item]) & indices([whole]) for item in ranges]
+    assert [indices([item]) for item in out] == [part for part in inside if part]
+
+
 @given(st.lists(st.tuples(st.integers(1, 5), ranges_st), max_size=5))
 def test_first_claims_gives_each_index_to_the_lowest_claimant(claims: list[tuple[int, list[Range]]]) -> None:
     kept, overlap = first_claims(claims)
@@ -66,6 +75,7 @@ def test_examples() -> None:
     assert missing_ranges((0, 10), [(0, 10)]) == ()
     assert normalise_ranges([(5, 7), (0, 2), (2, 3)]) == ((0, 3), (5, 7))
     assert first_claims([(2, [(0, 5)]), (1, [(3, 8)])]) == ({1: ((3, 8),), 2: ((0, 3),)}, ((3, 5),))
+    assert clip_ranges((4, 10), [(0, 2), (8, 12), (3, 6), (8, 9)]) == ((8, 10), (4, 6), (8, 9))
 
 
 @pytest.mark.parametrize("bad", [(3, 3), (5, 2), (-1, 4), (True, 3)])

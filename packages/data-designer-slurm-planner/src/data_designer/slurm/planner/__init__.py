@@ -58,7 +58,14 @@ from data_designer.slurm.planner._inputs import (
     resolve_config,
 )
 from data_designer.slurm.planner._profile import ProfileTemplate, load_profile, render_profile
-from data_designer.slurm.planner._ranges import Range, count_indices, first_claims, missing_ranges, normalise_ranges
+from data_designer.slurm.planner._ranges import (
+    Range,
+    clip_ranges,
+    count_indices,
+    first_claims,
+    missing_ranges,
+    normalise_ranges,
+)
 from data_designer.slurm.planner._sbatch import (
     PLAN_FILE,
     RETRY_ATTEMPT_ENV,
@@ -127,6 +134,7 @@ __all__ = [
     "canonical_json",
     "check_engine_args",
     "child_id",
+    "clip_ranges",
     "compile",
     "config_digest",
     "config_path",

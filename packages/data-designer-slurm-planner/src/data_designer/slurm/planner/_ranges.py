@@ -79,11 +79,16 @@ def first_claims(
     return kept, normalise_ranges(overlap)
 
 
-def _intersections(item: Range, others: Iterable[Range]) -> list[Range]:
-    start, stop = item
+def clip_ranges(whole: Range, ranges: Iterable[Range]) -> tuple[Range, ...]:
+    """The parts of ``ranges`` inside ``whole``, in their order (ranges that miss it give nothing; not normalised)."""
+    start, stop = whole
     found = []
-    for begin, end in normalise_ranges(others):
+    for begin, end in ranges:
         low, high = max(start, begin), min(stop, end)
         if low < high:
             found.append((low, high))
-    return found
+    return tuple(found)
+
+
+def _intersections(item: Range, others: Iterable[Range]) -> tuple[Range, ...]:
+    return clip_ranges(item, normalise_ranges(others))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from data_designer.slurm.contracts import ShardPlan
-from data_designer.slurm.planner import Range, count_indices, first_claims, missing_ranges
+from data_designer.slurm.planner import Range, clip_ranges, count_indices, first_claims, missing_ranges
 from data_designer.slurm.runtime._claims import attempt_numbers
 from data_designer.slurm.runtime._records import RecordOk, read_record
 from data_designer.slurm.runtime._run_layout import RunLayout
@@ -76,16 +76,8 @@ def shard_coverage(
         ):
             continue
         manifests[number] = manifest
-    claims = [(number, _within(shard, from_index_ranges(m.ranges))) for number, m in manifests.items()]
+    # clipped to the shard: a manifest claiming indices outside its shard claims nothing there
+    whole = (shard.start, shard.stop)
+    claims = [(number, clip_ranges(whole, from_index_ranges(m.ranges))) for number, m in manifests.items()]
     kept, overlap = first_claims(claims)
     return ShardCoverage(shard=shard, manifests=manifests, kept=kept, overlap=overlap)
-
-
-def _within(shard: ShardPlan, ranges: tuple[Range, ...]) -> tuple[Range, ...]:
-    """``ranges`` clipped to the shard (a manifest claiming indices outside its shard claims nothing there)."""
-    out = []
-    for start, stop in ranges:
-        low, high = max(start, shard.start), min(stop, shard.stop)
-        if low < high:
-            out.append((low, high))
-    return tuple(out)

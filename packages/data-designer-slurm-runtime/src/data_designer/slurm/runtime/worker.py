@@ -30,6 +30,7 @@ from typing import Any
 
 from data_designer.slurm.contracts import __version__ as runtime_version
 from data_designer.slurm.planner import derive_range_seed, normalise_ranges
+from data_designer.slurm.runtime._coverage import to_index_ranges
 from data_designer.slurm.runtime._records import RecordWritten, system_clock, write_record_once
 from data_designer.slurm.runtime._router import Router, start_routers
 from data_designer.slurm.runtime._worker_drain import (
@@ -261,7 +262,7 @@ class Session:
             attempt=inputs.attempt,
             seed=inputs.shard.seed,
             assigned=inputs.ranges,
-            ranges=tuple(IndexRange(start=start, stop=stop) for start, stop in produced),
+            ranges=to_index_ranges(produced),
             complete=produced == normalise_ranges(assigned),
             drained=None if drained is None else _drained(drained),
             records=records,

@@ -6,9 +6,9 @@ import os
 import socket
 from collections.abc import Sequence
 
+from data_designer.slurm.runtime._coverage import to_index_ranges
 from data_designer.slurm.runtime._records import system_clock, write_record_once
 from data_designer.slurm.runtime._run_layout import RunLayout
-from data_designer.slurm.runtime._worker_records import IndexRange
 from data_designer.slurm.runtime.supervisor._records import ATTEMPT_SCHEMA, AttemptRecord
 
 
@@ -30,7 +30,7 @@ def assign_attempt(
         node_addresses=("127.0.0.1",),
         supervisor_pid=os.getpid(),
         supervisor_started_at=system_clock(),
-        assigned=tuple(IndexRange(start=start, stop=stop) for start, stop in assigned),
+        assigned=to_index_ranges(tuple(assigned)),
     )
     write_record_once(layout.attempt_record(shard, attempt), ATTEMPT_SCHEMA, record)
     return record
