@@ -36,10 +36,8 @@ from types import FrameType
 from typing import Protocol
 
 from data_designer.slurm.runtime._records import system_clock
-from data_designer.slurm.runtime._worker_records import DrainSignal
+from data_designer.slurm.runtime._worker_records import EXIT_CLIENT_ERROR, DrainSignal
 
-EXIT_DRAINED = 4
-"""The worker stopped on a signal and published a partial manifest (possibly with no records)."""
 DEFAULT_SETTLE_S = 1.0
 _POLL_S = 0.05
 _SIGNALS: dict[int, DrainSignal] = {signal.SIGUSR1: "SIGUSR1", signal.SIGTERM: "SIGTERM"}
@@ -197,7 +195,7 @@ class Drain:
                 code = publish(outcome)
             except BaseException:
                 traceback.print_exc()
-                code = 3
+                code = EXIT_CLIENT_ERROR
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)

@@ -27,6 +27,13 @@ ATTEMPT_COLUMN = "_dd_attempt"
 PROVENANCE_COLUMNS = (INDEX_COLUMN, RUN_ID_COLUMN, PLAN_DIGEST_COLUMN, SHARD_COLUMN, ATTEMPT_COLUMN)
 """Columns the worker appends to every record; a Data Designer column with one of these names is refused."""
 
+EXIT_OK = 0
+EXIT_INVALID_CONFIG = 2
+EXIT_CLIENT_ERROR = 3
+EXIT_DRAINED = 4
+"""The worker's exit codes, as the supervisor reads them; :data:`EXIT_DRAINED`: it stopped on a signal and
+published a partial manifest (possibly with no records)."""
+
 WorkerState = Literal["starting", "generating", "draining", "writing", "succeeded", "partial", "failed"]
 WorkerFailure = Literal["invalid_config", "client_error"]
 

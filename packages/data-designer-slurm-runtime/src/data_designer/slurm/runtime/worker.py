@@ -34,7 +34,6 @@ from data_designer.slurm.runtime._coverage import to_index_ranges
 from data_designer.slurm.runtime._records import RecordWritten, system_clock, write_record_once
 from data_designer.slurm.runtime._router import Router, start_routers
 from data_designer.slurm.runtime._worker_drain import (
-    EXIT_DRAINED,
     CompletedBatch,
     Drain,
     DrainOutcome,
@@ -78,6 +77,10 @@ from data_designer.slurm.runtime._worker_output import (
     write_parts,
 )
 from data_designer.slurm.runtime._worker_records import (
+    EXIT_CLIENT_ERROR,
+    EXIT_DRAINED,
+    EXIT_INVALID_CONFIG,
+    EXIT_OK,
     MANIFEST_SCHEMA,
     Drained,
     IndexRange,
@@ -90,9 +93,6 @@ from data_designer.slurm.runtime._worker_records import (
 )
 from data_designer.slurm.runtime.supervisor._environment import installed_version
 
-EXIT_OK = 0
-EXIT_INVALID_CONFIG = 2
-EXIT_CLIENT_ERROR = 3
 ARTIFACTS_DIR = "artifacts"
 """The host's own artifacts (its batch files, metadata) under the attempt directory."""
 

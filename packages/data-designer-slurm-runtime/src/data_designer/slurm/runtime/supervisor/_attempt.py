@@ -44,8 +44,14 @@ from data_designer.slurm.runtime._records import (
     write_record_once,
 )
 from data_designer.slurm.runtime._run_layout import RunLayout
-from data_designer.slurm.runtime._worker_drain import EXIT_DRAINED
-from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, IndexRange, OutputManifest
+from data_designer.slurm.runtime._worker_records import (
+    EXIT_CLIENT_ERROR,
+    EXIT_DRAINED,
+    EXIT_INVALID_CONFIG,
+    MANIFEST_SCHEMA,
+    IndexRange,
+    OutputManifest,
+)
 from data_designer.slurm.runtime.supervisor._containers import client_command, container_site
 from data_designer.slurm.runtime.supervisor._environment import (
     SetupError,
@@ -90,7 +96,7 @@ DEFAULT_POLL_S = 0.2
 DEFAULT_STOP_GRACE_S = 10.0
 DRAIN_SLACK_S = 5.0
 """Beyond the drain grace, what the client worker gets to write its partial manifest before it is stopped."""
-CLIENT_EXIT_STATUS: dict[int, FinalStatus] = {2: "invalid_config", 3: "client_error"}
+CLIENT_EXIT_STATUS: dict[int, FinalStatus] = {EXIT_INVALID_CONFIG: "invalid_config", EXIT_CLIENT_ERROR: "client_error"}
 
 
 class AttemptEnded(Exception):

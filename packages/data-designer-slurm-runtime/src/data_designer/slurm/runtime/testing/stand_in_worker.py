@@ -29,8 +29,8 @@ from types import FrameType
 
 from data_designer.slurm.contracts import __version__
 from data_designer.slurm.runtime._records import RecordOk, read_record, system_clock, write_record_once
-from data_designer.slurm.runtime._worker_drain import EXIT_DRAINED
 from data_designer.slurm.runtime._worker_records import (
+    EXIT_DRAINED,
     MANIFEST_SCHEMA,
     Drained,
     DrainSignal,
