@@ -30,7 +30,7 @@ from typing import Any
 
 from data_designer.slurm.contracts import __version__ as runtime_version
 from data_designer.slurm.planner import derive_range_seed, normalise_ranges
-from data_designer.slurm.runtime._coverage import to_index_ranges
+from data_designer.slurm.runtime._coverage import from_index_ranges, to_index_ranges
 from data_designer.slurm.runtime._records import RecordWritten, system_clock, write_record_once
 from data_designer.slurm.runtime._router import Router, start_routers
 from data_designer.slurm.runtime._worker_drain import (
@@ -248,7 +248,6 @@ class Session:
         parts = write_parts(inputs.layout, batches, schema=schema, first_part=0, provenance=provenance)
         records = sum(part.records for part in parts)
         produced = normalise_ranges((p.first_index, p.first_index + p.records) for p in parts)
-        assigned = tuple((item.start, item.stop) for item in inputs.ranges)
         final = output_schema(schema)
         generation_s = self.seconds.get("generation", 0.0)
         earlier = earlier_timings(inputs)
@@ -263,7 +262,7 @@ class Session:
             seed=inputs.shard.seed,
             assigned=inputs.ranges,
             ranges=to_index_ranges(produced),
-            complete=produced == normalise_ranges(assigned),
+            complete=produced == normalise_ranges(from_index_ranges(inputs.ranges)),
             drained=None if drained is None else _drained(drained),
             records=records,
             columns=column_types(final),
