@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from data_designer.slurm.contracts import parse_time_limit
+from data_designer.slurm.planner import format_indices
 from data_designer.slurm.runtime._command import SLURM_COMMANDS, CommandResult
 from data_designer.slurm.runtime._sacct_parse import SACCT_FORMAT
 from data_designer.slurm.runtime._slurm_parse import (
@@ -248,7 +249,7 @@ class FakeSlurm(FakeCluster):
                 printed = str(job.job_id) if task.index is None else f"{job.job_id}_{task.index}"
                 lines.append(self._squeue_line(job, task, task_col, printed))
             if job.is_array and pending:
-                spec = _compress([t.index for t in pending if t.index is not None])
+                spec = format_indices([t.index for t in pending if t.index is not None])
                 spec += f"%{job.throttle}" if job.throttle is not None else ""
                 lines.append(self._squeue_line(job, pending[0], spec, f"{job.job_id}_[{spec}]"))
         return 0, "".join(line + "\n" for line in lines), ""
@@ -296,7 +297,7 @@ class FakeSlurm(FakeCluster):
             if steps and task.start is not None:
                 lines.append(self._sacct_line(printed + ".batch", task.state, task, job, "batch"))
         if pending:
-            spec = _compress(pending) + (f"%{job.throttle}" if job.throttle is not None else "")
+            spec = format_indices(pending) + (f"%{job.throttle}" if job.throttle is not None else "")
             first = job.tasks[pending[0]]
             lines.append(self._sacct_line(f"{job.job_id}_[{spec}]", "PENDING", first, job, job.name))
         return lines
@@ -374,18 +375,3 @@ class FakeSlurm(FakeCluster):
             return 1, "", "sacctmgr: error: the fake supports only the adapter's association query\n"
         user = next((a.partition("=")[2] for a in args if a.startswith("user=")), "root")
         return 0, "".join(f"{self.cluster_name}|{a}|{user}|\n" for a in self.accounts), ""
-
-
-def _compress(indices: Sequence[int]) -> str:
-    """``[3, 4, 5, 7]`` -> ``3-5,7``."""
-    parts: list[str] = []
-    ordered = sorted(indices)
-    start = prev = ordered[0]
-    for value in [*ordered[1:], None]:
-        if value is not None and value == prev + 1:
-            prev = value
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if value is not None:
-            start = prev = value
-    return ",".join(parts)
