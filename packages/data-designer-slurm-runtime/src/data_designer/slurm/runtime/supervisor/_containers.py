@@ -188,12 +188,19 @@ def client_command(
         f"--job-name={CLIENT_STEP}",
         "--kill-on-bad-exit=1",
     ]
-    if job_has_gpus(environ):
-        step.append("--gres=none")
-    memory = step_memory_mb(client.cpus, environ)
-    if memory is not None:
-        step.append(f"--mem={memory}M")
+    step += step_limits(cpus=client.cpus, gpus_per_node=0, environ=environ)
     return [*step, *pyxis_options(path, binds, site.run_dir), *argv]
+
+
+def step_limits(*, cpus: int, gpus_per_node: int, environ: Mapping[str, str]) -> list[str]:
+    """A step's ``--gres`` (when the job holds GPUs as GRES; ``none`` for a step without) and ``--mem`` share."""
+    limits = []
+    if job_has_gpus(environ):
+        limits.append(f"--gres=gpu:{gpus_per_node}" if gpus_per_node else "--gres=none")
+    memory = step_memory_mb(cpus, environ)
+    if memory is not None:
+        limits.append(f"--mem={memory}M")
+    return limits
 
 
 def job_has_gpus(environ: Mapping[str, str]) -> bool:

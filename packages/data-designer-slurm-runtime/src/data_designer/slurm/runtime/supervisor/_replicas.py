@@ -29,7 +29,7 @@ from data_designer.slurm.runtime.supervisor._containers import (
     ContainerSite,
     job_has_gpus,
     replica_step_parts,
-    step_memory_mb,
+    step_limits,
 )
 from data_designer.slurm.runtime.supervisor._records import PORT_SCHEMA, PortRecord
 
@@ -83,11 +83,7 @@ def srun_argv(
         f"--job-name={step_name(replica)}",
         "--kill-on-bad-exit=1",
     ]
-    if job_has_gpus(environ):
-        argv.append(f"--gres=gpu:{replica.gpus_per_node}" if replica.gpus_per_node else "--gres=none")
-    memory = step_memory_mb(replica.cpus, environ)
-    if memory is not None:
-        argv.append(f"--mem={memory}M")
+    argv += step_limits(cpus=replica.cpus, gpus_per_node=replica.gpus_per_node, environ=environ)
     argv += [*parts.srun_options, *parts.launcher, "--port-dir", str(port_dir)]
     argv += ["--alias", replica.alias, "--replica", str(replica.replica), "--bind-host", bind_host(replica)]
     return [*argv, "--", *parts.template_prefix, *replica.argv]
