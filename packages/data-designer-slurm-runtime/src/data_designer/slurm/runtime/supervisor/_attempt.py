@@ -152,8 +152,6 @@ class Supervisor:
         self.times: dict[str, datetime] = {}
         self.assigned: tuple[IndexRange, ...] | None = None
         self.covered: tuple[IndexRange, ...] = ()
-        self.exited: dict[int, tuple[int, datetime]] = {}
-        """Replica position -> (exit code, when seen) for replicas that ended while the attempt ran."""
         self.cause: StopCause | None = None
         self.manifest: OutputManifest | None = None
         """The client worker's valid result manifest, once it ended with one."""
@@ -191,13 +189,17 @@ class Supervisor:
             client_started_at=self.times.get("client_started"),
             assigned=self.assigned,
             covered_before=self.covered,
-            replicas=tuple(self._replica_record(i, r) for i, r in enumerate(self.replicas)),
+            replicas=tuple(self._replica_record(r) for r in self.replicas),
         )
         path = self.layout.attempt_record(self.task.shard, self.task.attempt)
         replace_record(path, ATTEMPT_SCHEMA, record, clock=self.clock, operation="supervisor.attempt")
 
-    def _replica_record(self, position: int, replica: ReplicaProcess) -> ReplicaRecord:
-        exit_code, exited_at = self.exited.get(position, (None, None))
+    @property
+    def assigned_records(self) -> int | None:
+        """Records this attempt was assigned (None before the assignment)."""
+        return None if self.assigned is None else sum(item.records for item in self.assigned)
+
+    def _replica_record(self, replica: ReplicaProcess) -> ReplicaRecord:
         return ReplicaRecord(
             alias=replica.plan.alias,
             replica=replica.plan.replica,
@@ -212,8 +214,8 @@ class Supervisor:
             ready_at=replica.ready_at,
             startup_s=replica.startup_s,
             readiness_lag_s=replica.readiness_lag_s,
-            exited_at=exited_at,
-            exit_code=exit_code,
+            exited_at=replica.exited_at,
+            exit_code=replica.exit_code,
         )
 
     # -- the attempt ---------------------------------------------------------------------------------------------
@@ -290,7 +292,7 @@ class Supervisor:
         if coverage.manifests:
             self.say(
                 f"earlier attempts {sorted(coverage.manifests)} published {coverage.records} of "
-                f"{shard.records} records; this attempt generates {sum(r.records for r in self.assigned)}"
+                f"{shard.records} records; this attempt generates {self.assigned_records}"
             )
         if coverage.overlap:
             self.say(f"earlier attempts overlap on {list(coverage.overlap)}; the lowest attempt keeps those indices")
@@ -416,16 +418,16 @@ class Supervisor:
 
     def _check_replicas(self) -> None:
         """Record replicas that ended; fail only when an alias has no live replica left."""
-        for position, replica in enumerate(self.replicas):
-            if position in self.exited:
+        for replica in self.replicas:
+            if replica.exit_code is not None:
                 continue
             died = replica.process.poll()
             if died is None:
                 continue
-            self.exited[position] = (died, self.clock())
+            replica.exit_code, replica.exited_at = died, self.clock()
             self.write_attempt()
             alias = replica.plan.alias
-            alive = [r for i, r in enumerate(self.replicas) if r.plan.alias == alias and i not in self.exited]
+            alive = [r for r in self.replicas if r.plan.alias == alias and r.exit_code is None]
             if not alive:
                 raise AttemptEnded(
                     "server_died",
@@ -469,7 +471,7 @@ class Supervisor:
                 raise AttemptEnded(
                     "client_error", "the client worker drained without a valid output/manifest.json", step="client"
                 )
-            assigned = sum(item.records for item in self.assigned or ())
+            assigned = self.assigned_records or 0
             raise AttemptEnded(
                 cause.status,
                 f"{cause.detail}; drained in {drain_s:.1f}s: {manifest.records} of {assigned} records published, "
@@ -514,7 +516,7 @@ class Supervisor:
 
     def _stop_cause(self) -> StopCause:
         if self.cause is None:
-            self.cause = classify_stop(self.received, self.environ, self.runner)
+            self.cause = classify_stop(self.received, self.environ, self.runner, restart_count=self.task.restart_count)
         return self.cause
 
     def _check_stop(self) -> None:
@@ -537,7 +539,7 @@ class Supervisor:
             log_tail=ended.tail,
             signal=self.received[0] if self.received else None,
             records=ended.records,
-            records_assigned=None if self.assigned is None else sum(item.records for item in self.assigned),
+            records_assigned=self.assigned_records,
             drain_s=ended.drain_s,
             started_at=self.started_at,
             finished_at=self.clock(),

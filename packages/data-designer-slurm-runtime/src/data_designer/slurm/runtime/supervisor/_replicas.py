@@ -24,6 +24,8 @@ from datetime import datetime
 from pathlib import Path
 
 from data_designer.slurm.contracts import ReplicaPlan
+from data_designer.slurm.runtime import _launch
+from data_designer.slurm.runtime._launch import port_record_name
 from data_designer.slurm.runtime._records import RecordOk, read_record
 from data_designer.slurm.runtime.supervisor._containers import (
     ContainerSite,
@@ -33,7 +35,7 @@ from data_designer.slurm.runtime.supervisor._containers import (
 )
 from data_designer.slurm.runtime.supervisor._records import PORT_SCHEMA, PortRecord
 
-LAUNCH_MODULE = "data_designer.slurm.runtime._launch"
+LAUNCH_MODULE = _launch.__name__
 LOOPBACK = "127.0.0.1"
 ALL_INTERFACES = "0.0.0.0"  # replicas beyond node 0 must be reachable from the client there
 LOG_TAIL_LINES = 20
@@ -129,6 +131,9 @@ class ReplicaProcess:
     ready_at: datetime | None = None
     startup_s: float | None = None
     readiness_lag_s: float | None = None
+    exit_code: int | None = None
+    """Set when the step ended while the attempt ran (with ``exited_at``, when the supervisor saw it)."""
+    exited_at: datetime | None = None
     _port_files: tuple[Path, ...] = field(default=())
 
     @property
@@ -154,7 +159,7 @@ class ReplicaProcess:
         if len(self.ports) < tasks:
             found = []
             for task in range(tasks):
-                result = read_record(port_dir / f"{self.plan.alias}-{self.plan.replica}.{task}.json", PORT_SCHEMA)
+                result = read_record(port_dir / port_record_name(self.plan.alias, self.plan.replica, task), PORT_SCHEMA)
                 if isinstance(result, RecordOk):
                     found.append(result.payload)
             self.ports = tuple(found)

@@ -53,8 +53,11 @@ def classify_fields(fields: Mapping[str, str], *, restart_count: int) -> StopCau
     return StopCause("cancelled", f"the job was cancelled (JobState={state or '?'}, Reason={reason or '?'})")
 
 
-def classify_stop(received: Sequence[str], environ: Mapping[str, str], runner: CommandRunner) -> StopCause:
-    """The cause of the stop from the first signal received (and, for SIGTERM, one scontrol call)."""
+def classify_stop(
+    received: Sequence[str], environ: Mapping[str, str], runner: CommandRunner, *, restart_count: int
+) -> StopCause:
+    """The cause of the stop from the first signal received (and, for SIGTERM, one scontrol call on the job's
+    ``SLURM_JOB_ID``); ``restart_count``: the task's ``SLURM_RESTART_COUNT`` as the supervisor read it."""
     first = received[0] if received else ""
     if first == "SIGUSR1":
         return StopCause("time_limit", "the time-limit warning (SIGUSR1) arrived")
@@ -66,5 +69,4 @@ def classify_stop(received: Sequence[str], environ: Mapping[str, str], runner: C
     result = runner.run(["scontrol", "show", "job", "-o", job_id], timeout_s=SCONTROL_TIMEOUT_S)
     if not result.ok:
         return StopCause("cancelled", f"SIGTERM was received and scontrol could not say why: {result.describe()}")
-    restarts = environ.get("SLURM_RESTART_COUNT", "0")
-    return classify_fields(job_fields(result.stdout), restart_count=int(restarts) if restarts.isdigit() else 0)
+    return classify_fields(job_fields(result.stdout), restart_count=restart_count)
