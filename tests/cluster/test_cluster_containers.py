@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from data_designer.slurm.runtime.supervisor._containers import LAUNCHER_FILE
-from data_designer.slurm.runtime.testing import install_shims, read_shim_log
+from data_designer.slurm.runtime.testing import SHIM_LOG_NAME, install_shims, read_shim_log
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -191,7 +191,7 @@ def normaliser(run: Any) -> Callable[[tuple[str, ...]], list[str]]:
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_the_shims_saw_exactly_the_golden_container_command_lines(runs: dict[str, Any], runtime: str) -> None:
     run = runs[runtime]
-    calls = read_shim_log(run.layout.root.parent / "shims" / "shims.jsonl")
+    calls = read_shim_log(run.layout.root.parent / "shims" / SHIM_LOG_NAME)
     assert {call.tool for call in calls} == ({"srun", "apptainer"} if runtime == "apptainer" else {"srun"})
     normalise = normaliser(run)
     lines = sorted(json.dumps(normalise(call.argv)) + "\n" for call in calls)

@@ -34,7 +34,7 @@ from data_designer.slurm.runtime.supervisor._containers import (
 )
 from data_designer.slurm.runtime.supervisor._environment import SetupError
 from data_designer.slurm.runtime.supervisor._replicas import srun_argv
-from data_designer.slurm.runtime.testing import SHIM_LOG_ENV, SHIM_TOOLS, install_shims, read_shim_log
+from data_designer.slurm.runtime.testing import SHIM_LOG_ENV, SHIM_LOG_NAME, SHIM_TOOLS, install_shims, read_shim_log
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "containers"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -323,7 +323,7 @@ def test_the_srun_shim_drops_pyxis_options_and_execs_the_real_srun(tmp_path: Pat
     words = [line.removeprefix("arg:") for line in lines if line.startswith("arg:")]
     assert words == ["--exact", "--job-name=a b", f"--chdir={tmp_path}", "python3", "-c", "x", "--container-image=kept"]
     assert f"path:{shims}:" in done.stdout, "PATH is passed on unchanged, so steps find the shims too"
-    (call,) = read_shim_log(shims / "shims.jsonl")
+    (call,) = read_shim_log(shims / SHIM_LOG_NAME)
     assert (call.tool, call.argv, call.cwd) == ("srun", tuple(argv), str(shims))
     assert call.host
     assert call.time.endswith("Z")
@@ -356,7 +356,7 @@ def test_a_command_line_a_shim_does_not_know_exits_2(tmp_path: Path, shims: Path
     done = run(argv, shim_env(shims), cwd=tmp_path)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "ddslurm shim" in done.stderr
-    assert read_shim_log(shims / "shims.jsonl")[-1].argv == tuple(argv), "the call is logged before it is refused"
+    assert read_shim_log(shims / SHIM_LOG_NAME)[-1].argv == tuple(argv), "the call is logged before it is refused"
 
 
 def test_apptainer_exec_runs_the_command_natively_in_pwd_with_its_environment(tmp_path: Path, shims: Path) -> None:
@@ -404,7 +404,7 @@ def test_the_log_holds_any_argv_exactly_and_its_path_can_be_chosen(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     (call,) = read_shim_log(log)
     assert call.argv == tuple(argv)
-    assert not (shims / "shims.jsonl").exists()
+    assert not (shims / SHIM_LOG_NAME).exists()
 
 
 def test_reading_a_log_that_was_never_written_gives_no_calls(tmp_path: Path) -> None:

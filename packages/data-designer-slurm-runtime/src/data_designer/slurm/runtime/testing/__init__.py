@@ -30,6 +30,7 @@ from data_designer.slurm.runtime.testing._processes import command_lines, proces
 from data_designer.slurm.runtime.testing._runners import CountingRunner, OutageRunner, ReplyLosingRunner
 from data_designer.slurm.runtime.testing._shims import (
     SHIM_LOG_ENV,
+    SHIM_LOG_NAME,
     SHIM_TOOLS,
     ShimCall,
     install_shims,
@@ -54,6 +55,7 @@ __all__ = [
     "EXIT_CRASHED",
     "EXIT_CRASH_AT_START",
     "SHIM_LOG_ENV",
+    "SHIM_LOG_NAME",
     "SHIM_TOOLS",
     "STAND_IN_MODULE",
     "TEST_SERVER",

@@ -35,6 +35,7 @@ from pathlib import Path
 SHIM_LOG_ENV = "DDSLURM_SHIM_LOG"
 """The variable naming the shims' log (default: ``shims.jsonl`` in the shims' directory)."""
 SHIM_LOG_NAME = "shims.jsonl"
+"""The log's file name in the shims' directory, unless :data:`SHIM_LOG_ENV` names another path."""
 SHIM_TOOLS = ("srun", "apptainer", "enroot")
 EXIT_USAGE = 2
 """A shim's exit code for a command line it does not understand."""
@@ -44,7 +45,7 @@ _PRELUDE = r"""#!/usr/bin/env bash
 set -u
 SHIM_DIR=@DIR@
 SHIM_TOOL=@TOOL@
-SHIM_LOG=${DDSLURM_SHIM_LOG:-$SHIM_DIR/shims.jsonl}
+SHIM_LOG=${@LOG_ENV@:-$SHIM_DIR/@LOG_NAME@}
 
 shim_json_string() {  # $1 as a JSON string, in REPLY
   local LC_ALL=C
@@ -94,17 +95,17 @@ while (($#)); do
     --container-image=* | --container-mounts=* | --container-name=* | --container-save=* | --container-env=*)
       shift ;;
     --container-image | --container-mounts | --container-name | --container-save | --container-env)
-      (($# >= 2)) || shim_fail 2 "$1 needs a value"
+      (($# >= 2)) || shim_fail @USAGE@ "$1 needs a value"
       shift 2 ;;
     --container-workdir=*) args+=("--chdir=${1#*=}"); shift ;;
     --container-workdir)
-      (($# >= 2)) || shim_fail 2 "$1 needs a value"
+      (($# >= 2)) || shim_fail @USAGE@ "$1 needs a value"
       args+=("--chdir=$2"); shift 2 ;;
     --container-mount-home | --no-container-mount-home | --container-remap-root | --no-container-remap-root | \
       --container-entrypoint | --no-container-entrypoint | --container-entrypoint-log | --container-writable | \
       --container-readonly)
       shift ;;
-    --container-* | --no-container-*) shim_fail 2 "unknown pyxis option $1" ;;
+    --container-* | --no-container-*) shim_fail @USAGE@ "unknown pyxis option $1" ;;
     -*) args+=("$1"); shift ;;
     *) break ;;
   esac
@@ -127,7 +128,7 @@ _APPTAINER = r"""
 case ${1-} in
   exec) shift ;;
   version | --version) echo "apptainer version 0.0.0-ddslurm-shim"; exit 0 ;;
-  *) shim_fail 2 "unsupported command '${1-}' (the shim knows exec and version)" ;;
+  *) shim_fail @USAGE@ "unsupported command '${1-}' (the shim knows exec and version)" ;;
 esac
 workdir="" binds=() envs=()
 while (($#)); do
@@ -140,7 +141,7 @@ while (($#)); do
       --security | --network | --network-args | --hostname | --app | --fusemount | --dns | --add-caps | \
       --drop-caps | --apply-cgroups | --mount)
       if ((!has_value)); then
-        (($# >= 2)) || shim_fail 2 "$option needs a value"
+        (($# >= 2)) || shim_fail @USAGE@ "$option needs a value"
         value=$2
         shift
       fi
@@ -153,13 +154,13 @@ while (($#)); do
     --nv | --nvccli | --rocm | -e | --cleanenv | -c | --contain | -C | --containall | --no-home | -w | --writable | \
       --writable-tmpfs | -f | --fakeroot | -i | --ipc | -p | --pid | -n | --net | -u | --userns | --no-init | \
       --no-privs | --keep-privs | --no-mount | --compat | --no-eval | --uts | --no-umask | --disable-cache)
-      ((!has_value)) || shim_fail 2 "$option takes no value"
+      ((!has_value)) || shim_fail @USAGE@ "$option takes no value"
       shift ;;
-    -*) shim_fail 2 "unknown option $1" ;;
+    -*) shim_fail @USAGE@ "unknown option $1" ;;
     *) break ;;
   esac
 done
-(($# >= 2)) || shim_fail 2 "usage: apptainer exec [options] IMAGE COMMAND..."
+(($# >= 2)) || shim_fail @USAGE@ "usage: apptainer exec [options] IMAGE COMMAND..."
 image=$1
 shift
 [[ -f $image ]] || shim_fail 255 "FATAL: could not open image $image: no such file"
@@ -173,7 +174,7 @@ done
 for spec in "${envs[@]}"; do
   IFS=, read -r -a items <<< "$spec"
   for item in "${items[@]}"; do
-    [[ $item == *=* ]] || shim_fail 2 "--env $item is not NAME=VALUE"
+    [[ $item == *=* ]] || shim_fail @USAGE@ "--env $item is not NAME=VALUE"
     export "$item"
   done
 done
@@ -188,7 +189,7 @@ _ENROOT = r"""
 case ${1-} in
   start) shift ;;
   version | --version) echo "0.0.0-ddslurm-shim"; exit 0 ;;
-  *) shim_fail 2 "unsupported command '${1-}' (the shim knows start and version)" ;;
+  *) shim_fail @USAGE@ "unsupported command '${1-}' (the shim knows start and version)" ;;
 esac
 mounts=() envs=()
 while (($#)); do
@@ -199,7 +200,7 @@ while (($#)); do
   case $option in
     -c | --conf | -e | --env | -m | --mount)
       if ((!has_value)); then
-        (($# >= 2)) || shim_fail 2 "$option needs a value"
+        (($# >= 2)) || shim_fail @USAGE@ "$option needs a value"
         value=$2
         shift
       fi
@@ -209,13 +210,13 @@ while (($#)); do
         -e | --env) envs+=("$value") ;;
       esac ;;
     -r | --root | -w | --rw)
-      ((!has_value)) || shim_fail 2 "$option takes no value"
+      ((!has_value)) || shim_fail @USAGE@ "$option takes no value"
       shift ;;
-    -*) shim_fail 2 "unknown option $1" ;;
+    -*) shim_fail @USAGE@ "unknown option $1" ;;
     *) break ;;
   esac
 done
-(($# >= 2)) || shim_fail 2 "usage: enroot start [options] IMAGE|NAME COMMAND..."
+(($# >= 2)) || shim_fail @USAGE@ "usage: enroot start [options] IMAGE|NAME COMMAND..."
 image=$1
 shift
 if [[ $image == */* && ! -f $image ]]; then
@@ -250,8 +251,10 @@ class ShimCall:
 
 def shim_script(tool: str, directory: Path) -> str:
     """The bash text of one shim installed in ``directory`` (``tool``: one of :data:`SHIM_TOOLS`)."""
-    prelude = _PRELUDE.replace("@DIR@", shlex.quote(str(directory))).replace("@TOOL@", tool)
-    return prelude + _BODIES[tool]
+    text = _PRELUDE.replace("@DIR@", shlex.quote(str(directory))).replace("@TOOL@", tool) + _BODIES[tool]
+    for name, value in (("@LOG_ENV@", SHIM_LOG_ENV), ("@LOG_NAME@", SHIM_LOG_NAME), ("@USAGE@", str(EXIT_USAGE))):
+        text = text.replace(name, value)
+    return text
 
 
 def install_shims(directory: Path) -> Path:
