@@ -45,7 +45,7 @@ from data_designer.slurm.runtime._run_layout import RunLayout
 from data_designer.slurm.runtime._worker_drain import DEFAULT_SETTLE_S
 from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, PROGRESS_SCHEMA, OutputManifest
 from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
-from data_designer.slurm.runtime.testing import wait_for_record
+from data_designer.slurm.runtime.testing import run_logs, wait_for_record
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -115,9 +115,7 @@ class Shard:
         return sent
 
     def diagnosis(self) -> str:
-        run_dir = self.layout.run_dir
-        files = sorted(run_dir.glob("slurm-*")) + sorted(run_dir.glob("shards/*/*/*/logs/*"))
-        return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-2000:]}" for p in files)
+        return run_logs(self.layout)
 
     def end(self) -> None:
         """Cancel the job (nothing to do once it ended) and confirm that it ended."""

@@ -41,7 +41,7 @@ from data_designer.slurm.runtime._worker_records import (
     OutputManifest,
 )
 from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
-from data_designer.slurm.runtime.testing import command_lines, wait_for_record
+from data_designer.slurm.runtime.testing import command_lines, run_logs, wait_for_record
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -120,9 +120,7 @@ class Submitted:
             time.sleep(0.5)
 
     def diagnosis(self) -> str:
-        run_dir = self.layout.run_dir
-        files = sorted(run_dir.glob("slurm-*")) + sorted(run_dir.glob("shards/*/*/*/logs/*"))
-        return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-2000:]}" for p in files)
+        return run_logs(self.layout)
 
     def cancel(self) -> None:
         self.scheduler.cancel(self.job_ids, confirm_timeout_s=60)

@@ -32,6 +32,7 @@ from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_re
 from data_designer.slurm.runtime._run_layout import RunLayout
 from data_designer.slurm.runtime._worker_records import INDEX_COLUMN, MANIFEST_SCHEMA, OutputManifest
 from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
+from data_designer.slurm.runtime.testing import run_logs
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -138,9 +139,7 @@ class FinishedRun:
         return pa.concat_tables([pq.read_table(output / part.path) for part in manifest.parts]).sort_by(INDEX_COLUMN)
 
     def diagnosis(self) -> str:
-        run_dir = self.layout.run_dir
-        files = sorted(run_dir.glob("slurm-*")) + sorted(run_dir.glob("shards/*/*/*/logs/*"))
-        return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-1500:]}" for p in files)
+        return run_logs(self.layout, tail_chars=1500)
 
 
 def execute_and_wait(

@@ -29,6 +29,7 @@ from data_designer.slurm.runtime._run_layout import RunLayout
 from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
 from data_designer.slurm.runtime.testing import (
     processes_mentioning,
+    run_logs,
     stand_in_argv,
     wait_for_record,
     with_client_argv,
@@ -61,8 +62,7 @@ class SubmittedRun:
         return self.read(self.layout.attempt_record(shard, 1), ATTEMPT_SCHEMA)
 
     def diagnosis(self) -> str:
-        files = sorted(self.layout.run_dir.glob("slurm-*")) + sorted(self.layout.run_dir.glob("shards/*/*/*/logs/*"))
-        return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-2000:]}" for p in files)
+        return run_logs(self.layout)
 
 
 def compile_plan(

@@ -47,7 +47,7 @@ from data_designer.slurm.runtime.testing._test_server import (
     request_digest,
     stub_server_argv,
 )
-from data_designer.slurm.runtime.testing._waiting import wait_for_record
+from data_designer.slurm.runtime.testing._waiting import run_logs, wait_for_record
 
 __all__ = [
     "EXIT_BAD_ARGUMENTS",
@@ -78,6 +78,7 @@ __all__ = [
     "processes_mentioning",
     "read_shim_log",
     "request_digest",
+    "run_logs",
     "stand_in_argv",
     "stub_server_argv",
     "wait_for_record",

@@ -1,4 +1,5 @@
-"""Waiting for a record another process writes, for tests and benchmarks that follow a run from outside."""
+"""Waiting for a record another process writes, for tests and benchmarks that follow a run from outside, and the
+run's logs to print when they give up."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record
+from data_designer.slurm.runtime._run_layout import RunLayout
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -37,3 +39,11 @@ def wait_for_record(
             detail = f"\n{describe()}" if describe is not None else ""
             raise TimeoutError(f"no accepted {path} after {timeout_s:.0f}s (last read: {found}){detail}")
         time.sleep(poll_s)
+
+
+def run_logs(layout: RunLayout, *, tail_chars: int = 2000) -> str:
+    """The end of every log of a run (Slurm's ``slurm-*`` files, then each attempt's ``logs/``), each headed by
+    its path: what a test or benchmark prints when a run did not end as expected."""
+    run_dir = layout.run_dir
+    files = sorted(run_dir.glob("slurm-*")) + sorted(run_dir.glob("shards/*/*/*/logs/*"))
+    return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-tail_chars:]}" for p in files)
