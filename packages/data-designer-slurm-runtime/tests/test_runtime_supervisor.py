@@ -38,13 +38,13 @@ from data_designer.slurm.runtime.supervisor import (
     STATUS_SCHEMA,
     AttemptRecord,
     HeartbeatRecord,
-    ReplicaRecord,
     StatusRecord,
 )
 from data_designer.slurm.runtime.testing import (
     assign_attempt,
     processes_mentioning,
     stand_in_argv,
+    wait_for_record,
     with_client_argv,
     writer_run,
 )
@@ -372,7 +372,9 @@ def test_a_signal_drains_the_client_classifies_and_stops_every_child(
     with supervising(workspace, plan, STAND_IN_MODE="sleep") as running:
         wait_for(answers.exists)
         first = _heartbeat(layout)
-        wait_for(lambda: _heartbeat(layout).beat >= first.beat + 2, timeout_s=5)
+        wait_for_record(
+            layout.heartbeat(0, 1), HEARTBEAT_SCHEMA, timeout_s=5, accept=lambda h: h.beat >= first.beat + 2
+        )
         assert _heartbeat(layout).phase == "client_running"
         running.process.send_signal(signum)
         outcome = running.finish()
@@ -409,7 +411,9 @@ def test_a_signal_before_the_client_starts_ends_classified_with_no_records(works
     (workspace / "bin" / "job-reason").write_text("TimeLimit\n")  # what the fake scontrol says
     layout = RunLayout.of(workspace, RUN_ID)
     with supervising(workspace, plan) as running:
-        wait_for(lambda: len(_replicas(layout)) == 2)
+        wait_for_record(
+            layout.attempt_record(0, 1), ATTEMPT_SCHEMA, timeout_s=30, accept=lambda a: len(a.replicas) == 2
+        )
         running.process.send_signal(signal.SIGTERM)
         outcome = running.finish()
 
@@ -427,7 +431,12 @@ def test_one_dead_replica_of_two_does_not_end_the_attempt(workspace: Path) -> No
     plan = compile_plan(request_log_dir=workspace, server_flags=flags, stand_in=True)
     layout = RunLayout.of(workspace, RUN_ID)
     with supervising(workspace, plan, STAND_IN_MODE="sleep") as running:
-        wait_for(lambda: any(r.exit_code is not None for r in _replicas(layout)))
+        wait_for_record(
+            layout.attempt_record(0, 1),
+            ATTEMPT_SCHEMA,
+            timeout_s=30,
+            accept=lambda a: any(r.exit_code is not None for r in a.replicas),
+        )
         time.sleep(0.5)  # several polls: the supervisor carries on
         assert running.process.poll() is None
         running.process.send_signal(signal.SIGUSR1)
@@ -483,11 +492,6 @@ def test_a_retry_submission_takes_the_next_attempt_whoever_holds_the_planned_one
 
     assert retry.returncode == 0, retry.stderr
     assert retry.read(retry.layout.status(0, 2), STATUS_SCHEMA).status == "succeeded"
-
-
-def _replicas(layout: RunLayout) -> tuple[ReplicaRecord, ...]:
-    result = read_record(layout.attempt_record(0, 1), ATTEMPT_SCHEMA)
-    return result.payload.replicas if isinstance(result, RecordOk) else ()
 
 
 def stand_in_manifest_for(
