@@ -17,8 +17,7 @@ from typing import Any
 
 from data_designer.slurm.contracts._execution import ExecuteResult
 from data_designer.slurm.planner import ProfileTemplate, render_profile
-
-TEST_SERVER = "data_designer.slurm.runtime.testing.test_server"
+from data_designer.slurm.runtime.testing import TEST_SERVER
 
 
 def slurm_env() -> dict[str, str]:
@@ -38,7 +37,7 @@ def writer_run(
     submission: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A run document: ``records`` in ``shards``, alias ``writer`` served as ``model`` by ``replicas`` test servers."""
-    server = [sys.executable, "-m", TEST_SERVER, "--host", "{host}", "--port", "{port}", "--model", "{model}"]
+    server = [*TEST_SERVER, "--host", "{host}", "--port", "{port}", "--model", "{model}"]
     server += ["--replica-id", "writer-{port}", *server_flags]
     config = {
         "model_configs": [{"alias": "writer", "model": model, "provider": "local"}],

@@ -35,7 +35,7 @@ from data_designer.slurm.runtime.supervisor._records import (
     AliasEndpoints,
     EndpointsRecord,
 )
-from data_designer.slurm.runtime.testing import assign_attempt, wait_for_record
+from data_designer.slurm.runtime.testing import TEST_SERVER_MODULE, assign_attempt, wait_for_record
 
 pytestmark = pytest.mark.host
 
@@ -44,7 +44,6 @@ pq: Any = importlib.import_module("pyarrow.parquet")
 RUN_ID = "toy-20260101T000000Z-0a1b2c"
 CRITIC_MODEL = "stub/critic"
 KEY_ENV = "DDSLURM_TEST_CRITIC_KEY"
-SERVER_MODULE = "data_designer.slurm.runtime.testing.test_server"
 
 CONFIG: dict[str, Any] = {
     "model_configs": [
@@ -72,7 +71,7 @@ class Server:
 
 
 def start_server(model: str, replica: str, env: dict[str, str], *extra: str) -> Server:
-    argv = [sys.executable, "-m", SERVER_MODULE, "--port", "0", "--model", model, "--replica-id", replica, *extra]
+    argv = [sys.executable, "-m", TEST_SERVER_MODULE, "--port", "0", "--model", model, "--replica-id", replica, *extra]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     assert process.stdout is not None
     line = process.stdout.readline().strip()

@@ -41,7 +41,7 @@ from data_designer.slurm.runtime._worker_records import (
     OutputManifest,
 )
 from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
-from data_designer.slurm.runtime.testing import command_lines, run_logs, wait_for_record
+from data_designer.slurm.runtime.testing import TEST_SERVER_MODULE, command_lines, run_logs, wait_for_record
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -106,7 +106,7 @@ class Submitted:
 
     def servers_left(self) -> list[str]:
         """Command lines of this run's test servers still alive (every node of the local cluster is this host)."""
-        module = "data_designer.slurm.runtime.testing.test_server"
+        module = TEST_SERVER_MODULE
         return [
             " ".join(argv)
             for argv in command_lines().values()

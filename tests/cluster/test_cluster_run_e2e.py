@@ -32,7 +32,7 @@ from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_re
 from data_designer.slurm.runtime._run_layout import RunLayout
 from data_designer.slurm.runtime._worker_records import INDEX_COLUMN, MANIFEST_SCHEMA, OutputManifest
 from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
-from data_designer.slurm.runtime.testing import run_logs
+from data_designer.slurm.runtime.testing import TEST_SERVER, run_logs
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -63,7 +63,7 @@ CONFIG: dict[str, Any] = {
 
 
 def server(alias: str, *, replicas: int, gpus: int, flags: tuple[str, ...] = ()) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "data_designer.slurm.runtime.testing.test_server", "--host", "{host}"]
+    argv = [*TEST_SERVER, "--host", "{host}"]
     argv += ["--port", "{port}", "--model", "{model}", "--replica-id", f"{alias}-{{port}}", *flags]
     return {
         "engine": "command",

@@ -33,6 +33,7 @@ from data_designer.slurm.runtime.testing._test_server import (
     EXIT_BIND_FAILED,
     EXIT_CRASH_AT_START,
     EXIT_CRASHED,
+    TEST_SERVER_MODULE,
     StubModelServer,
     StubServerConfig,
     instance_for_schema,
@@ -496,7 +497,7 @@ def test_config_rejects_bad_values(options: dict[str, Any]) -> None:
 
 
 def test_cli_rejects_bad_replica_id() -> None:
-    argv = [sys.executable, "-m", "data_designer.slurm.runtime.testing.test_server", "--port", "0"]
+    argv = [sys.executable, "-m", TEST_SERVER_MODULE, "--port", "0"]
     result = subprocess.run(
         [*argv, "--model", MODEL, "--replica-id", "a b"], capture_output=True, text=True, timeout=30, check=False
     )

@@ -14,8 +14,9 @@ from typing import Any
 
 from data_designer.slurm.contracts import ExecutionPlan
 from data_designer.slurm.planner import plan_digest
+from data_designer.slurm.runtime.testing._test_server import TEST_SERVER_MODULE
 
-TEST_SERVER = (sys.executable, "-m", "data_designer.slurm.runtime.testing.test_server")
+TEST_SERVER = (sys.executable, "-m", TEST_SERVER_MODULE)
 """The in-tree test server, as a deployment's argv starts."""
 
 STAND_IN_MODULE = "data_designer.slurm.runtime.testing.stand_in_worker"

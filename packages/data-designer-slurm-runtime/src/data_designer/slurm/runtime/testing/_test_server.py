@@ -90,13 +90,17 @@ class StubServerConfig:
             raise ValueError("api_key must not be empty (use None for no key)")
 
 
+TEST_SERVER_MODULE = "data_designer.slurm.runtime.testing.test_server"
+"""The test server's command-line module (``python -m``)."""
+
+
 def stub_server_argv(
     config: StubServerConfig, *, python: str = sys.executable, api_key_env: str | None = None
 ) -> list[str]:
     """The command line that runs ``config`` as its own process (the API key travels by environment name)."""
     if config.api_key is not None and api_key_env is None:
         raise ValueError("a config with an api_key needs api_key_env: keys never travel on the command line")
-    argv = [python, "-m", "data_designer.slurm.runtime.testing.test_server"]
+    argv = [python, "-m", TEST_SERVER_MODULE]
     argv += ["--host", config.host, "--port", str(config.port), "--model", config.model]
     argv += ["--replica-id", config.replica_id, "--max-tokens", str(config.max_tokens)]
     argv += ["--start-delay-s", repr(config.start_delay_s), "--latency-s", repr(config.latency_s)]

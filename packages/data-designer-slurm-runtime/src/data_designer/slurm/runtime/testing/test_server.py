@@ -24,6 +24,7 @@ from data_designer.slurm.runtime.testing._test_server import (
     EXIT_BIND_FAILED,
     EXIT_CRASH_AT_START,
     EXIT_CRASHED,
+    TEST_SERVER_MODULE,
     StubModelServer,
     StubServerConfig,
 )
@@ -35,7 +36,7 @@ class _Terminated(BaseException):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m data_designer.slurm.runtime.testing.test_server",
+        prog=f"python -m {TEST_SERVER_MODULE}",
         description="A deterministic OpenAI-compatible model server for tests (stdlib only).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (only this one)")
