@@ -26,7 +26,7 @@ from data_designer.slurm.runtime.supervisor._preflight import (
     preflight_failure,
     proxy_for,
 )
-from data_designer.slurm.runtime.testing import StubModelServer, StubServerConfig
+from data_designer.slurm.runtime.testing import StubModelServer, StubServerConfig, closed_port
 
 MODEL = "stub/external"
 KEY = "preflight-secret-3f9a"
@@ -45,13 +45,6 @@ def check_one(endpoint: EndpointPlan, environ: dict[str, str], *, timeout_s: flo
     assert KEY not in repr(check)
     assert KEY not in check.describe()
     return check
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:  # bound, never listened on, closed: connections are refused
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 class Canned(ThreadingHTTPServer):

@@ -7,7 +7,6 @@ the test server's own subprocess with ``--crash-after N`` (the crash ends the wh
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import threading
 import urllib.error
@@ -21,7 +20,13 @@ from typing import Any
 import pytest
 
 from data_designer.slurm.runtime._router import Router, start_routers
-from data_designer.slurm.runtime.testing import EXIT_CRASHED, StubModelServer, StubServerConfig, stub_server_argv
+from data_designer.slurm.runtime.testing import (
+    EXIT_CRASHED,
+    StubModelServer,
+    StubServerConfig,
+    closed_port,
+    stub_server_argv,
+)
 
 MODEL = "stub/model-r"
 KEY = "router-test-key"
@@ -46,9 +51,7 @@ def replica_of(reply: dict[str, Any]) -> str:
 
 
 def dead_url() -> str:
-    with socket.socket() as probe:  # bound, never listened on, closed: connections are refused
-        probe.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    return f"http://127.0.0.1:{closed_port()}/v1"
 
 
 @pytest.fixture

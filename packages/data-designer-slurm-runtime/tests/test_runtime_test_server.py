@@ -28,6 +28,7 @@ from typing import IO, Any
 
 import pytest
 
+from data_designer.slurm.runtime.testing import closed_port
 from data_designer.slurm.runtime.testing._test_server import (
     EXIT_BAD_ARGUMENTS,
     EXIT_BIND_FAILED,
@@ -59,13 +60,6 @@ class Replica:
             self.process.send_signal(signal.SIGTERM)
         _, stderr = self.process.communicate(timeout=10)
         return self.process.returncode, stderr
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def spawn(config: StubServerConfig, *, env: dict[str, str] | None = None, api_key_env: str | None = None) -> Any:
@@ -332,7 +326,7 @@ def test_api_key_env_must_be_set() -> None:
 
 
 def test_start_delay_holds_the_port_but_refuses_connections(replicas: list[Replica]) -> None:
-    port = free_port()
+    port = closed_port()
     # A generous delay: the refused connection below must happen before it ends, even on a loaded machine.
     config = StubServerConfig(model=MODEL, replica_id="slow", port=port, start_delay_s=3.0)
     replica = Replica(spawn(config), port, "")
@@ -421,7 +415,7 @@ def test_port_in_use_exits_with_bind_failure() -> None:
 
 
 def test_two_replicas_on_one_port_collide_at_bind_even_while_starting(replicas: list[Replica]) -> None:
-    port = free_port()
+    port = closed_port()
     first = Replica(spawn(StubServerConfig(model=MODEL, replica_id="first", port=port, start_delay_s=5.0)), port, "")
     replicas.append(first)
     assert read_line(first.process.stderr, 10) == f"stub-server first: bound 127.0.0.1:{port}"

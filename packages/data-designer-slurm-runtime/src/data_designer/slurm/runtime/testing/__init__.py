@@ -26,6 +26,7 @@ from data_designer.slurm.runtime.testing._plans import (
     with_client_argv,
     writer_run,
 )
+from data_designer.slurm.runtime.testing._ports import closed_port
 from data_designer.slurm.runtime.testing._processes import command_lines, processes_mentioning
 from data_designer.slurm.runtime.testing._runners import CountingRunner, OutageRunner, ReplyLosingRunner
 from data_designer.slurm.runtime.testing._shims import (
@@ -74,6 +75,7 @@ __all__ = [
     "StubModelServer",
     "StubServerConfig",
     "assign_attempt",
+    "closed_port",
     "command_lines",
     "install_shims",
     "instance_for_schema",
