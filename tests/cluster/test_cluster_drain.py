@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -56,12 +56,19 @@ class Submitted:
 
     layout: RunLayout
     result: ExecuteResult
-    local_slurm: Mapping[str, str]
+    slurm_env: dict[str, str]
+    """What the Slurm commands need from the environment (the local cluster's ``SLURM_CONF``, ``PATH``)."""
     models: tuple[str, ...]
+    scheduler: SlurmScheduler = field(init=False)
 
-    @property
-    def scheduler(self) -> SlurmScheduler:
-        return SlurmScheduler(SubprocessRunner(overrides=slurm_env(self.local_slurm)))
+    def __post_init__(self) -> None:
+        self.scheduler = SlurmScheduler(SubprocessRunner(overrides=self.slurm_env))
+
+    def slurm(self, *argv: str) -> None:
+        """Run one Slurm command against the local cluster; it must succeed."""
+        env = {**os.environ, **self.slurm_env}
+        done = subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, f"{argv}: {done.stderr}"
 
     @property
     def job_ids(self) -> list[str]:
@@ -126,10 +133,6 @@ class Submitted:
         self.scheduler.cancel(self.job_ids, confirm_timeout_s=60)
 
 
-def slurm_env(local_slurm: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in local_slurm.items() if k in ("SLURM_CONF", "PATH")}
-
-
 def run_document(
     e2e: ModuleType, *, records: int, writer: tuple[str, ...], token: str, **submission: Any
 ) -> dict[str, Any]:
@@ -157,26 +160,9 @@ def run_document(
 
 
 def submit(e2e: ModuleType, directory: Path, local_slurm: Mapping[str, str], run: dict[str, Any]) -> Submitted:
-    directory.mkdir(parents=True, exist_ok=True)
-    profile = e2e.write_profile(directory, local_slurm, sys.executable)
-    run_file = directory / "run.json"
-    run_file.write_text(json.dumps(run), encoding="utf-8")
-    (directory / "home").mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("DATA_DESIGNER_SLURM_PROFILE", "XDG_CONFIG_HOME")}
-    env.update({**slurm_env(local_slurm), "HOME": str(directory / "home")})
-    command = [str(e2e.DATA_DESIGNER), "slurm", "execute", str(run_file), "--profile", str(profile), "--json"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    result = ExecuteResult.model_validate_json(done.stdout)
-    layout = RunLayout.of(Path(result.run_dir).parent.parent, result.run_id)
+    layout, result = e2e.execute(directory, local_slurm, run, sys.executable)
     models = tuple(d["model"] for d in run["deployments"].values())
-    return Submitted(layout, result, local_slurm, models)
-
-
-def slurm(local_slurm: Mapping[str, str], *argv: str) -> None:
-    env = {**os.environ, **slurm_env(local_slurm)}
-    done = subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, f"{argv}: {done.stderr}"
+    return Submitted(layout, result, e2e.slurm_env(local_slurm), models)
 
 
 def indices(table: pa.Table) -> list[int]:
@@ -220,7 +206,7 @@ def test_the_warning_signal_drains_a_partial_result_and_a_retry_fills_exactly_th
     retry_jobs: list[str] = []
     try:
         run.wait_for_records(1, at_least=5)
-        slurm(local_slurm, "scancel", "--batch", "--signal=USR1", f"{run.job_ids[0]}_0")
+        run.slurm("scancel", "--batch", "--signal=USR1", f"{run.job_ids[0]}_0")
         status = run.status(1)
         assert status.status == "time_limit", f"{status}\n{run.diagnosis()}"
         assert status.signal == "SIGUSR1"
@@ -269,7 +255,7 @@ def test_a_requeued_shard_continues_in_a_new_attempt_and_ends_complete(
     run = submit(e2e, tmp_path, local_slurm, document)
     try:
         run.wait_for_records(1, at_least=5)
-        slurm(local_slurm, "scontrol", "requeue", f"{run.job_ids[0]}_0")
+        run.slurm("scontrol", "requeue", f"{run.job_ids[0]}_0")
         second = run.status(2)
         assert second.status == "succeeded", f"{second}\n{run.diagnosis()}"
         attempt = run.attempt(2)

@@ -142,19 +142,15 @@ class FinishedRun:
         return run_logs(self.layout, tail_chars=1500)
 
 
-def execute_and_wait(
+def execute(
     directory: Path,
     local_slurm: Mapping[str, str],
     run: dict[str, Any],
     python: str,
     *,
     container_runtime: str = "none",
-) -> FinishedRun:
-    """``data-designer slurm execute`` (HOME in ``directory``), then a bounded poll until every shard ended.
-
-    A shard has ended when its ``status.json`` exists, or when Slurm says its task is terminal and no status
-    appeared within a few seconds after (a supervisor that could not even start writes none).
-    """
+) -> tuple[RunLayout, ExecuteResult]:
+    """``data-designer slurm execute --json`` of ``run`` with a profile for ``python`` (HOME in ``directory``)."""
     assert DATA_DESIGNER.is_file(), f"the host console script {DATA_DESIGNER} is missing: run 'uv sync'"
     directory.mkdir(parents=True, exist_ok=True)
     profile = write_profile(directory, local_slurm, python, container_runtime=container_runtime)
@@ -169,6 +165,23 @@ def execute_and_wait(
     result = ExecuteResult.model_validate_json(done.stdout)
     layout = RunLayout.of(Path(result.run_dir).parent.parent, result.run_id)
     assert layout.run_dir == Path(result.run_dir)
+    return layout, result
+
+
+def execute_and_wait(
+    directory: Path,
+    local_slurm: Mapping[str, str],
+    run: dict[str, Any],
+    python: str,
+    *,
+    container_runtime: str = "none",
+) -> FinishedRun:
+    """:func:`execute`, then a bounded poll until every shard ended.
+
+    A shard has ended when its ``status.json`` exists, or when Slurm says its task is terminal and no status
+    appeared within a few seconds after (a supervisor that could not even start writes none).
+    """
+    layout, result = execute(directory, local_slurm, run, python, container_runtime=container_runtime)
     scheduler = SlurmScheduler(SubprocessRunner(overrides=slurm_env(local_slurm)))
     job_ids = [job.job_id for job in result.jobs]
     shards = range(int(run["sharding"]["shards"]))
