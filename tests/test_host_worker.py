@@ -29,6 +29,7 @@ from data_designer.slurm.runtime._records import RecordOk, read_record, write_re
 from data_designer.slurm.runtime._run_layout import RunLayout
 from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, PROGRESS_SCHEMA, OutputManifest
 from data_designer.slurm.runtime.supervisor._records import (
+    ENDPOINTS_RECORD,
     ENDPOINTS_SCHEMA,
     ENV_ATTEMPT_DIR,
     ENV_ENDPOINTS,
@@ -161,7 +162,7 @@ def prepare_attempt(
             ),
         }
     )
-    write_record_once(layout.attempt_dir(shard, attempt) / "endpoints.json", ENDPOINTS_SCHEMA, endpoints)
+    write_record_once(layout.attempt_dir(shard, attempt) / ENDPOINTS_RECORD, ENDPOINTS_SCHEMA, endpoints)
 
 
 def start_worker(
@@ -169,7 +170,7 @@ def start_worker(
 ) -> subprocess.Popen[str]:
     argv = bind_argv(plan.allocation.client.argv, {"shard": str(shard), "attempt": str(attempt)})
     attempt_dir = layout.attempt_dir(shard, attempt)
-    env = {**env, ENV_ATTEMPT_DIR: str(attempt_dir), ENV_ENDPOINTS: str(attempt_dir / "endpoints.json")}
+    env = {**env, ENV_ATTEMPT_DIR: str(attempt_dir), ENV_ENDPOINTS: str(attempt_dir / ENDPOINTS_RECORD)}
     return subprocess.Popen(
         list(argv), cwd=layout.run_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

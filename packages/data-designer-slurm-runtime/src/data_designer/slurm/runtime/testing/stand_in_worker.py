@@ -29,6 +29,7 @@ from types import FrameType
 
 from data_designer.slurm.contracts import __version__
 from data_designer.slurm.runtime._records import RecordOk, read_record, system_clock, write_record_once
+from data_designer.slurm.runtime._run_layout import ATTEMPT_RECORD, MANIFEST, OUTPUT_DIR
 from data_designer.slurm.runtime._worker_records import (
     EXIT_DRAINED,
     MANIFEST_SCHEMA,
@@ -62,7 +63,7 @@ def stand_in_manifest(
     attempt_dir: Path, *, partial: DrainSignal | None = None, records_of: Sequence[IndexRange] | None = None
 ) -> OutputManifest:
     """A manifest for the attempt in ``attempt_dir`` (its ``attempt.json`` names run, shard and ranges)."""
-    found = read_record(attempt_dir / "attempt.json", ATTEMPT_SCHEMA)
+    found = read_record(attempt_dir / ATTEMPT_RECORD, ATTEMPT_SCHEMA)
     assert isinstance(found, RecordOk), f"stand-in: no attempt.json: {found.status}"
     attempt = found.payload
     assigned = attempt.assigned or ()
@@ -104,7 +105,7 @@ def stand_in_manifest(
 
 
 def _publish(attempt_dir: Path, manifest: OutputManifest) -> None:
-    write_record_once(attempt_dir / "output" / "manifest.json", MANIFEST_SCHEMA, manifest)
+    write_record_once(attempt_dir / OUTPUT_DIR / MANIFEST, MANIFEST_SCHEMA, manifest)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
