@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from data_designer.slurm.contracts._execution import ExecuteResult
+from data_designer.slurm.contracts import ExecuteResult
 from data_designer.slurm.planner import ProfileTemplate, render_profile
 from data_designer.slurm.runtime.testing import TEST_SERVER
 

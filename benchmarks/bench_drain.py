@@ -39,13 +39,20 @@ from pydantic import BaseModel
 
 from benchmarks._cluster_run import execute, slurm_env, writer_run
 from benchmarks._harness import SLURM_CLUSTER, Benchmark, Figure, RunContext, Target, format_number
+from data_designer.slurm.contracts.records import (
+    ATTEMPT_SCHEMA,
+    MANIFEST_SCHEMA,
+    PROGRESS_SCHEMA,
+    STATUS_SCHEMA,
+    AttemptRecord,
+    OutputManifest,
+    StatusRecord,
+)
 from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record
-from data_designer.slurm.runtime._run_layout import RunLayout
-from data_designer.slurm.runtime._worker_drain import DEFAULT_SETTLE_S
-from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, PROGRESS_SCHEMA, OutputManifest
-from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
+from data_designer.slurm.runtime.store._layout import RunLayout
+from data_designer.slurm.runtime.store._record_io import RecordOk, RecordSchema, read_record
 from data_designer.slurm.runtime.testing import run_logs, wait_for_record
+from data_designer.slurm.runtime.worker._drain import DEFAULT_SETTLE_S
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -27,13 +27,18 @@ from typing import Any
 
 from benchmarks._cluster_run import execute, slurm_env, writer_run
 from benchmarks._harness import SLURM_CLUSTER, Benchmark, Figure, RunContext, Target
-from data_designer.slurm.contracts import TERMINAL_TASK_STATES
-from data_designer.slurm.contracts._execution import ExecuteResult
+from data_designer.slurm.contracts import TERMINAL_TASK_STATES, ExecuteResult
+from data_designer.slurm.contracts.records import (
+    ATTEMPT_SCHEMA,
+    MANIFEST_SCHEMA,
+    STATUS_SCHEMA,
+    AttemptRecord,
+    OutputManifest,
+    StatusRecord,
+)
 from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime._records import RecordOk, read_record
-from data_designer.slurm.runtime._run_layout import RunLayout
-from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, OutputManifest
-from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
+from data_designer.slurm.runtime.store._layout import RunLayout
+from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
 from data_designer.slurm.runtime.supervisor._attempt import DEFAULT_POLL_S
 
 POLL_TIMEOUT_S = 300.0

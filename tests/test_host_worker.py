@@ -24,18 +24,19 @@ from typing import Any
 import pytest
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan
-from data_designer.slurm.planner import bind_argv, canonical_json, compile, load_run, missing_ranges, resolve_config
-from data_designer.slurm.runtime._records import RecordOk, read_record, write_record_once
-from data_designer.slurm.runtime._run_layout import RunLayout
-from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, PROGRESS_SCHEMA, OutputManifest
-from data_designer.slurm.runtime.supervisor._records import (
-    ENDPOINTS_RECORD,
+from data_designer.slurm.contracts.records import (
     ENDPOINTS_SCHEMA,
     ENV_ATTEMPT_DIR,
     ENV_ENDPOINTS,
+    MANIFEST_SCHEMA,
+    PROGRESS_SCHEMA,
     AliasEndpoints,
     EndpointsRecord,
+    OutputManifest,
 )
+from data_designer.slurm.planner import bind_argv, canonical_json, compile, load_run, missing_ranges, resolve_config
+from data_designer.slurm.runtime.store._layout import ENDPOINTS_RECORD, RunLayout
+from data_designer.slurm.runtime.store._record_io import RecordOk, read_record, write_record_once
 from data_designer.slurm.runtime.testing import TEST_SERVER_MODULE, assign_attempt, wait_for_record
 
 pytestmark = pytest.mark.host
@@ -319,7 +320,7 @@ def test_an_unset_api_key_variable_exits_2(servers: dict[str, Server], tmp_path:
 def test_tiktoken_never_downloads_in_the_worker(tmp_path: Path) -> None:
     script = (
         "import time, tiktoken\n"
-        "from data_designer.slurm.runtime._worker_host import forbid_tiktoken_downloads\n"
+        "from data_designer.slurm.runtime.worker._host import forbid_tiktoken_downloads\n"
         "forbid_tiktoken_downloads()\n"
         "started = time.perf_counter()\n"
         "try:\n"

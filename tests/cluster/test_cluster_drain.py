@@ -27,20 +27,22 @@ import pyarrow as pa
 import pytest
 from pydantic import BaseModel
 
-from data_designer.slurm.contracts import TERMINAL_TASK_STATES, ExecutionPlan, SubmissionBinding
-from data_designer.slurm.contracts._execution import ExecuteResult
-from data_designer.slurm.planner import bind_retry, missing_ranges
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime._coverage import shard_coverage
-from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record
-from data_designer.slurm.runtime._run_layout import RunLayout
-from data_designer.slurm.runtime._worker_records import (
+from data_designer.slurm.contracts import TERMINAL_TASK_STATES, ExecuteResult, ExecutionPlan, SubmissionBinding
+from data_designer.slurm.contracts.records import (
+    ATTEMPT_SCHEMA,
     INDEX_COLUMN,
     MANIFEST_SCHEMA,
     PROGRESS_SCHEMA,
+    STATUS_SCHEMA,
+    AttemptRecord,
     OutputManifest,
+    StatusRecord,
 )
-from data_designer.slurm.runtime.supervisor import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
+from data_designer.slurm.planner import bind_retry, missing_ranges
+from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.store._coverage import shard_coverage
+from data_designer.slurm.runtime.store._layout import RunLayout
+from data_designer.slurm.runtime.store._record_io import RecordOk, RecordSchema, read_record
 from data_designer.slurm.runtime.testing import TEST_SERVER_MODULE, command_lines, run_logs, wait_for_record
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from data_designer.slurm.contracts._records import ClaimOwner
-from data_designer.slurm.runtime._claims import (
+from data_designer.slurm.contracts.records import ClaimOwner
+from data_designer.slurm.runtime.store._claims import (
     CLAIM_SCHEMA,
     AlreadyClaimed,
     AttemptClaim,
@@ -25,7 +25,7 @@ from data_designer.slurm.runtime._claims import (
     next_attempt_number,
     owner_from_environment,
 )
-from data_designer.slurm.runtime._records import RecordCorrupt, RecordOk, read_record
+from data_designer.slurm.runtime.store._record_io import RecordCorrupt, RecordOk, read_record
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -150,8 +150,8 @@ _CHILD = textwrap.dedent(
     import json, sys, time
     from datetime import UTC, datetime
     from pathlib import Path
-    from data_designer.slurm.contracts._records import ClaimOwner
-    from data_designer.slurm.runtime._claims import Claimed, claim, next_attempt_number
+    from data_designer.slurm.contracts.records import ClaimOwner
+    from data_designer.slurm.runtime.store._claims import Claimed, claim, next_attempt_number
 
     mode, target, go, index = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
     Path(str(go) + f".ready-{index}").touch()

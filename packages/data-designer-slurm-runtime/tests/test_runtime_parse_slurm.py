@@ -21,7 +21,7 @@ from data_designer.slurm.runtime import (
     parse_sinfo,
     parse_squeue,
 )
-from data_designer.slurm.runtime._slurm_parse import expand_indices, normalise_state
+from data_designer.slurm.runtime.scheduler._slurm_parse import expand_indices, normalise_state
 
 DATA = Path(__file__).parent / "data"
 

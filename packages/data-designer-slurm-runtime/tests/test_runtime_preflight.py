@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from data_designer.slurm.contracts import EndpointPlan
-from data_designer.slurm.runtime.supervisor import EXIT_CODES
+from data_designer.slurm.contracts.records import EXIT_CODES
 from data_designer.slurm.runtime.supervisor._preflight import (
     EndpointCheck,
     check_external_endpoints,

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from data_designer.slurm.runtime._router import Router, start_routers
 from data_designer.slurm.runtime.testing import (
     EXIT_CRASHED,
     StubModelServer,
@@ -27,6 +26,7 @@ from data_designer.slurm.runtime.testing import (
     closed_port,
     stub_server_argv,
 )
+from data_designer.slurm.runtime.worker._router import Router, start_routers
 
 MODEL = "stub/model-r"
 KEY = "router-test-key"

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from data_designer.slurm.contracts import InvalidInputError, Name
-from data_designer.slurm.runtime._run_layout import (
+from data_designer.slurm.runtime.store._layout import (
     RunId,
     RunLayout,
     check_component,

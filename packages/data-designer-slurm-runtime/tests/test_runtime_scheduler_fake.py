@@ -26,7 +26,8 @@ SCRIPT = "#!/bin/bash\n# fake-slurm: run=5\nsleep 5\n"
 def unit(*names: str, array: str = "0-1", sbatch_args: Sequence[str] = ()) -> SubmissionUnit:
     tasks = (ArrayTaskBinding(index=0, shard=0, attempt=1), ArrayTaskBinding(index=1, shard=1, attempt=1))
     chunks = tuple(
-        SubmissionChunk(job_name=n, array_spec=array, index_offset=2 * k, tasks=tasks) for k, n in enumerate(names)
+        SubmissionChunk(job_name=n, chunk=k, array_spec=array, index_offset=2 * k, tasks=tasks)
+        for k, n in enumerate(names)
     )
     return SubmissionUnit(script=SCRIPT, sbatch_args=tuple(sbatch_args), chunks=chunks)
 
@@ -340,7 +341,7 @@ def test_any_history_reads_back_consistently(operations: list[tuple[str, int, in
             name = f"job{len(sizes)}"
             array = f"0-{a - 1}" + (f"%{b}" if b else "")
             bindings = tuple(ArrayTaskBinding(index=i, shard=i, attempt=1) for i in range(a))
-            chunk = SubmissionChunk(job_name=name, array_spec=array, index_offset=0, tasks=bindings)
+            chunk = SubmissionChunk(job_name=name, chunk=0, array_spec=array, index_offset=0, tasks=bindings)
             job = sched.submit(SubmissionUnit(script=SCRIPT, chunks=(chunk,)), since=fake.clock()).chunks[0].job_id
             sizes[job] = a
         elif op == "advance":

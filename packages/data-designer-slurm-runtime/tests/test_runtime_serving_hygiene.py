@@ -24,13 +24,8 @@ from typing import Any
 import pytest
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan
-from data_designer.slurm.planner import SERVER_API_KEY_ENV, compile, load_run, resolve_config
-from data_designer.slurm.runtime._launch import launch
-from data_designer.slurm.runtime._records import RecordOk, read_record
-from data_designer.slurm.runtime._run_layout import RunLayout
-from data_designer.slurm.runtime.supervisor import (
+from data_designer.slurm.contracts.records import (
     ATTEMPT_SCHEMA,
-    ENDPOINTS_RECORD,
     ENDPOINTS_SCHEMA,
     PORT_SCHEMA,
     STATUS_SCHEMA,
@@ -38,6 +33,10 @@ from data_designer.slurm.runtime.supervisor import (
     EndpointsRecord,
     StatusRecord,
 )
+from data_designer.slurm.planner import SERVER_API_KEY_ENV, compile, load_run, resolve_config
+from data_designer.slurm.runtime._launch import launch
+from data_designer.slurm.runtime.store._layout import ENDPOINTS_RECORD, RunLayout
+from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
 from data_designer.slurm.runtime.supervisor._replicas import srun_argv, step_environment
 from data_designer.slurm.runtime.testing import processes_mentioning, with_client_argv, writer_run
 

@@ -23,23 +23,24 @@ import pytest
 from pydantic import BaseModel
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan
-from data_designer.slurm.planner import compile, load_run, resolve_config
-from data_designer.slurm.runtime._claims import claim, owner_from_environment
-from data_designer.slurm.runtime._records import RecordOk, RecordSchema, read_record, write_record_once
-from data_designer.slurm.runtime._run_layout import RunLayout
-from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, IndexRange, OutputManifest
-from data_designer.slurm.runtime.supervisor import (
+from data_designer.slurm.contracts.records import (
     ATTEMPT_SCHEMA,
-    ENDPOINTS_RECORD,
     ENDPOINTS_SCHEMA,
     EXIT_CODES,
     HEARTBEAT_SCHEMA,
+    MANIFEST_SCHEMA,
     PORT_SCHEMA,
     STATUS_SCHEMA,
     AttemptRecord,
     HeartbeatRecord,
+    IndexRange,
+    OutputManifest,
     StatusRecord,
 )
+from data_designer.slurm.planner import compile, load_run, resolve_config
+from data_designer.slurm.runtime.store._claims import claim, owner_from_environment
+from data_designer.slurm.runtime.store._layout import ENDPOINTS_RECORD, RunLayout
+from data_designer.slurm.runtime.store._record_io import RecordOk, RecordSchema, read_record, write_record_once
 from data_designer.slurm.runtime.testing import (
     assign_attempt,
     processes_mentioning,

@@ -11,7 +11,7 @@ import pytest
 
 from data_designer.slurm.contracts import ClusterFacts, ClusterProfile, ExecutionPlan, ReplicaPlan, __version__
 from data_designer.slurm.planner import compile, load_run, resolve_config
-from data_designer.slurm.runtime._command import CommandResult
+from data_designer.slurm.runtime.scheduler._command import CommandResult
 from data_designer.slurm.runtime.supervisor._containers import step_memory_mb
 from data_designer.slurm.runtime.supervisor._environment import (
     SetupError,

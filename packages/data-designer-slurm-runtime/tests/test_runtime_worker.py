@@ -19,9 +19,26 @@ import pyarrow as pa
 import pytest
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan
-from data_designer.slurm.contracts._execution import InputFile, InputsManifest, SeedRewrite, SubmissionRecord
+from data_designer.slurm.contracts.records import (
+    ATTEMPT_SCHEMA,
+    ENDPOINTS_SCHEMA,
+    ENV_ATTEMPT_DIR,
+    ENV_ENDPOINTS,
+    PROGRESS_SCHEMA,
+    PROVENANCE_COLUMNS,
+    AliasEndpoints,
+    AttemptRecord,
+    EndpointsRecord,
+    IndexRange,
+    InputFile,
+    InputsManifest,
+    SeedRewrite,
+    SubmissionRecord,
+    WorkerError,
+)
 from data_designer.slurm.planner import canonical_json, compile, load_run, resolve_config
-from data_designer.slurm.runtime._records import (
+from data_designer.slurm.runtime.store._layout import RunLayout
+from data_designer.slurm.runtime.store._record_io import (
     RecordOk,
     RecordSchema,
     append_record,
@@ -29,9 +46,9 @@ from data_designer.slurm.runtime._records import (
     replace_record,
     write_record_once,
 )
-from data_designer.slurm.runtime._run_layout import RunLayout
-from data_designer.slurm.runtime._worker_host import is_deterministic_failure, seed_generators
-from data_designer.slurm.runtime._worker_inputs import (
+from data_designer.slurm.runtime.testing import assign_attempt
+from data_designer.slurm.runtime.worker._host import is_deterministic_failure, seed_generators
+from data_designer.slurm.runtime.worker._inputs import (
     WorkerArgs,
     WorkerInputError,
     config_mapping,
@@ -39,7 +56,8 @@ from data_designer.slurm.runtime._worker_inputs import (
     load_inputs,
     parse_args,
 )
-from data_designer.slurm.runtime._worker_output import (
+from data_designer.slurm.runtime.worker._main import main
+from data_designer.slurm.runtime.worker._output import (
     OutputConflict,
     ProgressWriter,
     Provenance,
@@ -50,18 +68,6 @@ from data_designer.slurm.runtime._worker_output import (
     unified_schema,
     write_parts,
 )
-from data_designer.slurm.runtime._worker_records import PROGRESS_SCHEMA, PROVENANCE_COLUMNS, IndexRange, WorkerError
-from data_designer.slurm.runtime.supervisor._records import (
-    ATTEMPT_SCHEMA,
-    ENDPOINTS_SCHEMA,
-    ENV_ATTEMPT_DIR,
-    ENV_ENDPOINTS,
-    AliasEndpoints,
-    AttemptRecord,
-    EndpointsRecord,
-)
-from data_designer.slurm.runtime.testing import assign_attempt
-from data_designer.slurm.runtime.worker import main
 
 pq: Any = importlib.import_module("pyarrow.parquet")
 
@@ -250,6 +256,7 @@ def test_timings_come_from_the_attempt_and_submission_records(tmp_path: Path) ->
         node_addresses=("127.0.0.1",),
         supervisor_pid=1,
         supervisor_started_at=start,
+        heartbeat_interval_s=5.0,
         servers_spawned_at=start + timedelta(seconds=1),
         servers_ready_at=start + timedelta(seconds=4.5),
         assigned=(IndexRange(start=5, stop=10),),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from data_designer.slurm.runtime._worker_drain import CompletedBatch, Drain, batch_range, exact_batches
+from data_designer.slurm.runtime.worker._drain import CompletedBatch, Drain, batch_range, exact_batches
 
 
 class FakeGate:

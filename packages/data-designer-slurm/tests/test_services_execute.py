@@ -16,20 +16,16 @@ from data_designer.slurm.cli._app import app
 from data_designer.slurm.contracts import (
     ConflictError,
     ErrorInfo,
+    ExecuteResult,
     ExecutionPlan,
     InvalidInputError,
     NotFoundError,
     UnavailableError,
 )
-from data_designer.slurm.contracts._execution import (
-    ExecuteResult,
-    InputsManifest,
-    RunRecord,
-    SubmissionRecord,
-)
+from data_designer.slurm.contracts.records import InputsManifest, RunRecord, SubmissionRecord
 from data_designer.slurm.planner import canonical_json, plan_digest
-from data_designer.slurm.runtime._records import RecordOk, read_record
-from data_designer.slurm.runtime._run_layout import RunIdFactory, RunLayout, run_id_factory
+from data_designer.slurm.runtime.store._layout import RunIdFactory, RunLayout, run_id_factory
+from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
 from data_designer.slurm.runtime.testing import FakeSlurm
 from data_designer.slurm.services import execute_run
 from data_designer.slurm.services._execute import INPUTS_SCHEMA, RUN_SCHEMA, SUBMISSION_SCHEMA

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt
 
+from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts._run import RunSpec
 from data_designer.slurm.contracts._scheduler import ArrayTaskBinding
 from data_designer.slurm.contracts._types import FROZEN
@@ -72,6 +73,11 @@ class ShardPlan(BaseModel):
     @property
     def records(self) -> int:
         return self.stop - self.start
+
+    @property
+    def range(self) -> IndexRange:
+        """The shard's global record indices ``[start, stop)``."""
+        return IndexRange(self.start, self.stop)
 
 
 class ImagePlan(BaseModel):

@@ -59,6 +59,8 @@ class SubmissionChunk(BaseModel):
     model_config = FROZEN
 
     job_name: PrintableText
+    chunk: NonNegativeInt = Field(description="The plan's chunk number (its ChunkLayout).")
+    generation: NonNegativeInt = Field(default=0, description="0: the run's own submission; n: retry generation n.")
     array_spec: PrintableText = Field(description="The --array value, e.g. '0-9%4'.")
     index_offset: NonNegativeInt = Field(description="Global position of array index 0 among the unit's tasks.")
     tasks: tuple[ArrayTaskBinding, ...] = Field(strict=False, min_length=1)

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-Range = tuple[int, int]
-"""Global record indices ``[start, stop)`` with ``0 <= start < stop``."""
+from data_designer.slurm.contracts.records import IndexRange
+
+Range = IndexRange
+"""Global record indices ``[start, stop)`` with ``0 <= start < stop``: the contracts' one range type."""
 
 
-def _check(item: Range) -> Range:
+def _check(item: tuple[int, int]) -> Range:
     start, stop = item
     if isinstance(start, bool) or isinstance(stop, bool) or not 0 <= start < stop:
         raise ValueError(f"a record range is [start, stop) with 0 <= start < stop, got {item!r}")
-    return start, stop
+    return IndexRange(start, stop)
 
 
-def normalise_ranges(ranges: Iterable[Range]) -> tuple[Range, ...]:
+def normalise_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[Range, ...]:
     """The same indices as sorted, disjoint, non-adjacent ranges (overlapping and touching ranges merged)."""
     merged: list[list[int]] = []
     for start, stop in sorted(_check(item) for item in ranges):
@@ -30,10 +32,10 @@ def normalise_ranges(ranges: Iterable[Range]) -> tuple[Range, ...]:
             merged[-1][1] = max(merged[-1][1], stop)
         else:
             merged.append([start, stop])
-    return tuple((start, stop) for start, stop in merged)
+    return tuple(IndexRange(start, stop) for start, stop in merged)
 
 
-def missing_ranges(whole: Range, covered: Iterable[Range]) -> tuple[Range, ...]:
+def missing_ranges(whole: tuple[int, int], covered: Iterable[tuple[int, int]]) -> tuple[Range, ...]:
     """The indices of ``whole`` that no range in ``covered`` holds, as sorted disjoint ranges."""
     start, stop = _check(whole)
     out: list[Range] = []
@@ -42,22 +44,22 @@ def missing_ranges(whole: Range, covered: Iterable[Range]) -> tuple[Range, ...]:
         if end <= cursor or begin >= stop:
             continue
         if begin > cursor:
-            out.append((cursor, begin))
+            out.append(IndexRange(cursor, begin))
         cursor = max(cursor, end)
         if cursor >= stop:
             break
     if cursor < stop:
-        out.append((cursor, stop))
+        out.append(IndexRange(cursor, stop))
     return tuple(out)
 
 
-def count_indices(ranges: Iterable[Range]) -> int:
+def count_indices(ranges: Iterable[tuple[int, int]]) -> int:
     """How many distinct indices ``ranges`` hold."""
     return sum(stop - start for start, stop in normalise_ranges(ranges))
 
 
 def first_claims(
-    claims: Sequence[tuple[int, Sequence[Range]]],
+    claims: Sequence[tuple[int, Sequence[tuple[int, int]]]],
 ) -> tuple[dict[int, tuple[Range, ...]], tuple[Range, ...]]:
     """Which indices each claimant keeps when the lowest claimant wins, and the indices claimed more than once.
 
@@ -79,16 +81,16 @@ def first_claims(
     return kept, normalise_ranges(overlap)
 
 
-def clip_ranges(whole: Range, ranges: Iterable[Range]) -> tuple[Range, ...]:
+def clip_ranges(whole: tuple[int, int], ranges: Iterable[tuple[int, int]]) -> tuple[Range, ...]:
     """The parts of ``ranges`` inside ``whole``, in their order (ranges that miss it give nothing; not normalised)."""
     start, stop = whole
     found = []
     for begin, end in ranges:
         low, high = max(start, begin), min(stop, end)
         if low < high:
-            found.append((low, high))
+            found.append(IndexRange(low, high))
     return tuple(found)
 
 
-def _intersections(item: Range, others: Iterable[Range]) -> tuple[Range, ...]:
+def _intersections(item: tuple[int, int], others: Iterable[tuple[int, int]]) -> tuple[Range, ...]:
     return clip_ranges(item, normalise_ranges(others))

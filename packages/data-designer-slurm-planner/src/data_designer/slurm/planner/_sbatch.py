@@ -137,6 +137,7 @@ def bind_submission(plan: ExecutionPlan, binding: SubmissionBinding) -> Submissi
         chunks=tuple(
             SubmissionChunk(
                 job_name=f"{binding.job_name_prefix}-c{chunk.chunk}",
+                chunk=chunk.chunk,
                 array_spec=chunk.array_spec,
                 index_offset=chunk.index_offset,
                 tasks=chunk.tasks,
@@ -205,7 +206,8 @@ def bind_retry(
         chunks.append(
             chunk.model_copy(
                 update={
-                    "job_name": f"{binding.job_name_prefix}-r{generation}-c{chunk.job_name.rsplit('-c', 1)[1]}",
+                    "job_name": f"{binding.job_name_prefix}-r{generation}-c{chunk.chunk}",
+                    "generation": generation,
                     "array_spec": spec,
                     "tasks": tasks,
                 }

@@ -1,7 +1,29 @@
 """The imperative shell of data-designer-slurm: files, scheduler adapter, state store, supervisor."""
 
-from data_designer.slurm.runtime._claims import (
-    CLAIM_SCHEMA,
+from data_designer.slurm.contracts.records import CLAIM_SCHEMA, RecordSchema
+from data_designer.slurm.runtime.probe._checks import DEFAULT_PROBE_TIMEOUT_S, gpus_in_gres, probe_cluster
+from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler
+from data_designer.slurm.runtime.scheduler._command import (
+    SLURM_COMMANDS,
+    CommandResult,
+    CommandRunner,
+    SubprocessRunner,
+    allowlisted_environment,
+)
+from data_designer.slurm.runtime.scheduler._sacct_parse import SACCT_FORMAT, SacctRecords, parse_sacct
+from data_designer.slurm.runtime.scheduler._slurm_parse import (
+    AssociationRow,
+    JobRecord,
+    PartitionRow,
+    SbatchReply,
+    SlurmOutputError,
+    parse_sacctmgr_associations,
+    parse_sbatch,
+    parse_scontrol_config,
+    parse_sinfo,
+)
+from data_designer.slurm.runtime.scheduler._squeue_parse import SQUEUE_FORMAT, parse_squeue
+from data_designer.slurm.runtime.store._claims import (
     AlreadyClaimed,
     AttemptClaim,
     Claimed,
@@ -10,16 +32,19 @@ from data_designer.slurm.runtime._claims import (
     next_attempt_number,
     owner_from_environment,
 )
-from data_designer.slurm.runtime._command import (
-    SLURM_COMMANDS,
-    CommandResult,
-    CommandRunner,
-    SubprocessRunner,
-    allowlisted_environment,
+from data_designer.slurm.runtime.store._files import read_text, write_text_atomic
+from data_designer.slurm.runtime.store._layout import (
+    RunId,
+    RunIdFactory,
+    RunLayout,
+    check_component,
+    format_attempt,
+    format_shard,
+    parse_attempt,
+    parse_shard,
+    run_id_factory,
 )
-from data_designer.slurm.runtime._files import read_text, write_text_atomic
-from data_designer.slurm.runtime._probe import DEFAULT_PROBE_TIMEOUT_S, gpus_in_gres, probe_cluster
-from data_designer.slurm.runtime._records import (
+from data_designer.slurm.runtime.store._record_io import (
     Clock,
     ReadResult,
     RecordAppended,
@@ -27,7 +52,6 @@ from data_designer.slurm.runtime._records import (
     RecordCorrupt,
     RecordMissing,
     RecordOk,
-    RecordSchema,
     RecordUnreadable,
     RecordWritten,
     RecordWrongSchema,
@@ -44,31 +68,6 @@ from data_designer.slurm.runtime._records import (
     system_clock,
     write_record_once,
 )
-from data_designer.slurm.runtime._run_layout import (
-    RunId,
-    RunIdFactory,
-    RunLayout,
-    check_component,
-    format_attempt,
-    format_shard,
-    parse_attempt,
-    parse_shard,
-    run_id_factory,
-)
-from data_designer.slurm.runtime._sacct_parse import SACCT_FORMAT, SacctRecords, parse_sacct
-from data_designer.slurm.runtime._scheduler import SlurmScheduler
-from data_designer.slurm.runtime._slurm_parse import (
-    AssociationRow,
-    JobRecord,
-    PartitionRow,
-    SbatchReply,
-    SlurmOutputError,
-    parse_sacctmgr_associations,
-    parse_sbatch,
-    parse_scontrol_config,
-    parse_sinfo,
-)
-from data_designer.slurm.runtime._squeue_parse import SQUEUE_FORMAT, parse_squeue
 
 __all__ = [
     "CLAIM_SCHEMA",

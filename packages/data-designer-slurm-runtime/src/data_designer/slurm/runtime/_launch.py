@@ -13,7 +13,7 @@ none of our packages, so the supervisor runs this file by path (``python3 -I /pa
 It imports the standard library only, runs on Python 3.8 and later, and re-implements the three things
 it shares with the rest of the project byte for byte (tests hold it to them): the planner's
 ``bind_argv``, the canonical JSON of ``planner/_digest.py`` and the write-once record protocol of
-``runtime/_records.py`` (temporary file, fsync, ``link(2)``, fsync of the directory).
+``runtime/store/_record_io.py`` (temporary file, fsync, ``link(2)``, fsync of the directory).
 
 Between closing the probe socket and the server binding the port, another process could take it;
 the server then fails to bind and exits, which the supervisor reports with the server's log tail.
@@ -82,7 +82,7 @@ def canonical_json(value: Any) -> bytes:
 
 
 def format_timestamp(when: datetime) -> str:
-    """``written_at``: UTC, always six fractional digits (``runtime/_records.py`` ``format_timestamp``)."""
+    """``written_at``: UTC, always six fractional digits (``runtime/store/_record_io.py`` ``format_timestamp``)."""
     return when.astimezone(_UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

@@ -30,6 +30,7 @@ from data_designer.slurm.contracts import (
     ClusterFacts,
     ClusterProfile,
     ConflictError,
+    ExecuteResult,
     ExecutionPlan,
     InternalError,
     InvalidInputError,
@@ -42,14 +43,14 @@ from data_designer.slurm.contracts import (
     SubmissionUnit,
     UnavailableError,
 )
-from data_designer.slurm.contracts._execution import (
-    INPUTS_MANIFEST_SCHEMA,
-    RUN_RECORD_SCHEMA,
-    SUBMISSION_RECORD_SCHEMA,
-    ExecuteResult,
+from data_designer.slurm.contracts.records import (
+    INPUTS_SCHEMA,
+    RUN_SCHEMA,
+    SUBMISSION_SCHEMA,
     InputFile,
     InputRole,
     InputsManifest,
+    RecordSchema,
     RunRecord,
     SeedRewrite,
     SubmissionRecord,
@@ -66,18 +67,17 @@ from data_designer.slurm.planner import (
     resolve_config,
 )
 from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner, gpus_in_gres
-from data_designer.slurm.runtime._records import (
+from data_designer.slurm.runtime.store._layout import RunId, RunIdFactory, RunLayout, run_id_factory
+from data_designer.slurm.runtime.store._record_io import (
     Clock,
     RecordConflict,
     RecordOk,
-    RecordSchema,
     append_record,
     publish_bytes_once,
     read_record,
     system_clock,
     write_record_once,
 )
-from data_designer.slurm.runtime._run_layout import RunId, RunIdFactory, RunLayout, run_id_factory
 from data_designer.slurm.services._plans import (
     DEFAULT_MAX_ARRAY_SIZE,
     Source,
@@ -88,9 +88,6 @@ from data_designer.slurm.services._plans import (
 )
 from data_designer.slurm.services._profile import load_profile_file, select_cluster
 
-RUN_SCHEMA = RecordSchema(*RUN_RECORD_SCHEMA, RunRecord)
-INPUTS_SCHEMA = RecordSchema(*INPUTS_MANIFEST_SCHEMA, InputsManifest)
-SUBMISSION_SCHEMA = RecordSchema(*SUBMISSION_RECORD_SCHEMA, SubmissionRecord)
 JOB_NAME_PREFIX = "dd-"
 """Job names are ``dd-<run id>-c<chunk>``: unique per run, so Slurm is asked for them by name on resubmission."""
 SINCE_SLACK = timedelta(minutes=10)
@@ -293,10 +290,11 @@ def _jobs(unit: SubmissionUnit, binding: SubmissionBinding, result: SubmissionRe
         submitted = by_name.get(chunk.job_name)
         if submitted is None:
             raise InternalError(f"the scheduler returned no job for {chunk.job_name!r}", code="chunk_not_submitted")
-        number = chunk.job_name.removeprefix(f"{binding.job_name_prefix}-c")
         jobs.append(
             SubmittedJob(
-                chunk=int(number),
+                chunk=chunk.chunk,
+                generation=chunk.generation,
+                index_offset=chunk.index_offset,
                 job_name=chunk.job_name,
                 job_id=submitted.job_id,
                 array_spec=chunk.array_spec,

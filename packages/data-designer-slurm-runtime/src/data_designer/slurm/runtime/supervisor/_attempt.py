@@ -31,10 +31,31 @@ from datetime import datetime
 from pathlib import Path
 
 from data_designer.slurm.contracts import ExecutionPlan
+from data_designer.slurm.contracts.records import (
+    ATTEMPT_SCHEMA,
+    ENDPOINTS_SCHEMA,
+    ENV_ATTEMPT_DIR,
+    ENV_ENDPOINTS,
+    EXIT_CLIENT_ERROR,
+    EXIT_CODES,
+    EXIT_DRAINED,
+    EXIT_INVALID_CONFIG,
+    MANIFEST_SCHEMA,
+    STATUS_SCHEMA,
+    AliasEndpoints,
+    AttemptRecord,
+    EndpointsRecord,
+    FinalStatus,
+    IndexRange,
+    OutputManifest,
+    ReplicaRecord,
+    StatusRecord,
+)
 from data_designer.slurm.planner import SERVER_API_KEY_ENV, bind_argv
-from data_designer.slurm.runtime._command import CommandRunner
-from data_designer.slurm.runtime._coverage import shard_coverage, to_index_ranges
-from data_designer.slurm.runtime._records import (
+from data_designer.slurm.runtime.scheduler._command import CommandRunner
+from data_designer.slurm.runtime.store._coverage import shard_coverage
+from data_designer.slurm.runtime.store._layout import ENDPOINTS_RECORD, PORTS_DIR, RunLayout
+from data_designer.slurm.runtime.store._record_io import (
     Clock,
     RecordConflict,
     RecordOk,
@@ -42,15 +63,6 @@ from data_designer.slurm.runtime._records import (
     read_record,
     replace_record,
     write_record_once,
-)
-from data_designer.slurm.runtime._run_layout import RunLayout
-from data_designer.slurm.runtime._worker_records import (
-    EXIT_CLIENT_ERROR,
-    EXIT_DRAINED,
-    EXIT_INVALID_CONFIG,
-    MANIFEST_SCHEMA,
-    IndexRange,
-    OutputManifest,
 )
 from data_designer.slurm.runtime.supervisor._containers import client_command, container_site
 from data_designer.slurm.runtime.supervisor._environment import (
@@ -61,22 +73,6 @@ from data_designer.slurm.runtime.supervisor._environment import (
 )
 from data_designer.slurm.runtime.supervisor._heartbeat import Heartbeat
 from data_designer.slurm.runtime.supervisor._preflight import check_external_endpoints, preflight_failure
-from data_designer.slurm.runtime.supervisor._records import (
-    ATTEMPT_SCHEMA,
-    ENDPOINTS_RECORD,
-    ENDPOINTS_SCHEMA,
-    ENV_ATTEMPT_DIR,
-    ENV_ENDPOINTS,
-    EXIT_CODES,
-    PORTS_DIR,
-    STATUS_SCHEMA,
-    AliasEndpoints,
-    AttemptRecord,
-    EndpointsRecord,
-    FinalStatus,
-    ReplicaRecord,
-    StatusRecord,
-)
 from data_designer.slurm.runtime.supervisor._replicas import (
     LOG_TAIL_LINES,
     LOOPBACK,
@@ -184,6 +180,7 @@ class Supervisor:
             node_addresses=self.addresses,
             supervisor_pid=os.getpid(),
             supervisor_started_at=self.started_at,
+            heartbeat_interval_s=self.heartbeat.interval_s,
             servers_spawned_at=self.times.get("servers_spawned"),
             servers_ready_at=self.times.get("servers_ready"),
             client_started_at=self.times.get("client_started"),
@@ -287,8 +284,8 @@ class Supervisor:
         if shard is None:
             raise SetupError("invalid_config", f"the plan has no shard {self.task.shard}")
         coverage = shard_coverage(self.layout, shard, plan_digest=self.plan.digest, below_attempt=self.task.attempt)
-        self.covered = to_index_ranges(coverage.covered)
-        self.assigned = to_index_ranges(coverage.missing)
+        self.covered = coverage.covered
+        self.assigned = coverage.missing
         if coverage.manifests:
             self.say(
                 f"earlier attempts {sorted(coverage.manifests)} published {coverage.records} of "

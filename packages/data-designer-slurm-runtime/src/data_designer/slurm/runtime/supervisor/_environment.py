@@ -22,9 +22,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from data_designer.slurm.contracts import ExecutionPlan, __version__
+from data_designer.slurm.contracts.records import FinalStatus
 from data_designer.slurm.planner import bind_argv, plan_digest
-from data_designer.slurm.runtime._run_layout import RUNS_DIR, RunLayout
-from data_designer.slurm.runtime.supervisor._records import FinalStatus
+from data_designer.slurm.runtime.store._layout import RUNS_DIR, RunLayout
 
 LOCKSTEP_PACKAGES = (
     "data-designer-slurm-contracts",

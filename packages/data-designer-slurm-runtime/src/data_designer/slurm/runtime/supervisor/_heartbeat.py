@@ -8,8 +8,8 @@ import sys
 import threading
 from pathlib import Path
 
-from data_designer.slurm.runtime._records import Clock, replace_record, system_clock
-from data_designer.slurm.runtime.supervisor._records import HEARTBEAT_SCHEMA, HeartbeatRecord, Phase
+from data_designer.slurm.contracts.records import HEARTBEAT_SCHEMA, HeartbeatRecord, Phase
+from data_designer.slurm.runtime.store._record_io import Clock, replace_record, system_clock
 
 DEFAULT_HEARTBEAT_S = 5.0
 
@@ -26,6 +26,10 @@ class Heartbeat:
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+
+    @property
+    def interval_s(self) -> float:
+        return self._interval_s
 
     def start(self) -> None:
         self.beat()

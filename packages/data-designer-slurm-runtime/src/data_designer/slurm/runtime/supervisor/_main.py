@@ -26,11 +26,15 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
+from data_designer.slurm.contracts.records import (
+    EXIT_CODES,
+    EXIT_NOT_OURS,
+)
 from data_designer.slurm.planner import RETRY_ATTEMPT_ENV
-from data_designer.slurm.runtime._claims import AlreadyClaimed, claim, next_attempt_number, owner_from_environment
-from data_designer.slurm.runtime._command import CommandRunner, SubprocessRunner
-from data_designer.slurm.runtime._records import Clock, system_clock
-from data_designer.slurm.runtime._run_layout import RunLayout
+from data_designer.slurm.runtime.scheduler._command import CommandRunner, SubprocessRunner
+from data_designer.slurm.runtime.store._claims import AlreadyClaimed, claim, next_attempt_number, owner_from_environment
+from data_designer.slurm.runtime.store._layout import RunLayout
+from data_designer.slurm.runtime.store._record_io import Clock, system_clock
 from data_designer.slurm.runtime.supervisor._attempt import DEFAULT_POLL_S, DEFAULT_STOP_GRACE_S, Supervisor
 from data_designer.slurm.runtime.supervisor._environment import (
     SetupError,
@@ -40,9 +44,7 @@ from data_designer.slurm.runtime.supervisor._environment import (
     run_layout,
 )
 from data_designer.slurm.runtime.supervisor._heartbeat import DEFAULT_HEARTBEAT_S
-from data_designer.slurm.runtime.supervisor._records import EXIT_CODES
 
-EXIT_NOT_OURS = 4
 """The attempt is claimed by someone else: this process writes nothing into it."""
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from data_designer.slurm.contracts import EndpointPlan
-from data_designer.slurm.runtime.supervisor._records import FinalStatus
+from data_designer.slurm.contracts.records import FinalStatus
 
 DEFAULT_TIMEOUT_S = 10.0
 USER_AGENT = "data-designer-slurm-preflight"

@@ -24,16 +24,16 @@ from datetime import datetime
 from pathlib import Path
 
 from data_designer.slurm.contracts import ReplicaPlan
+from data_designer.slurm.contracts.records import PORT_SCHEMA, PortRecord
 from data_designer.slurm.runtime import _launch
 from data_designer.slurm.runtime._launch import port_record_name
-from data_designer.slurm.runtime._records import RecordOk, read_record
+from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
 from data_designer.slurm.runtime.supervisor._containers import (
     ContainerSite,
     job_has_gpus,
     replica_step_parts,
     step_limits,
 )
-from data_designer.slurm.runtime.supervisor._records import PORT_SCHEMA, PortRecord
 
 LAUNCH_MODULE = _launch.__name__
 LOOPBACK = "127.0.0.1"

@@ -6,10 +6,9 @@ import os
 import socket
 from collections.abc import Sequence
 
-from data_designer.slurm.runtime._coverage import to_index_ranges
-from data_designer.slurm.runtime._records import system_clock, write_record_once
-from data_designer.slurm.runtime._run_layout import RunLayout
-from data_designer.slurm.runtime.supervisor._records import ATTEMPT_SCHEMA, AttemptRecord
+from data_designer.slurm.contracts.records import ATTEMPT_SCHEMA, AttemptRecord, IndexRange
+from data_designer.slurm.runtime.store._layout import RunLayout
+from data_designer.slurm.runtime.store._record_io import system_clock, write_record_once
 
 
 def assign_attempt(
@@ -30,7 +29,8 @@ def assign_attempt(
         node_addresses=("127.0.0.1",),
         supervisor_pid=os.getpid(),
         supervisor_started_at=system_clock(),
-        assigned=to_index_ranges(tuple(assigned)),
+        heartbeat_interval_s=5.0,
+        assigned=tuple(IndexRange(start, stop) for start, stop in assigned),
     )
     write_record_once(layout.attempt_record(shard, attempt), ATTEMPT_SCHEMA, record)
     return record

@@ -18,15 +18,15 @@ from typing import Literal
 
 from data_designer.slurm.contracts import parse_time_limit
 from data_designer.slurm.planner import format_indices
-from data_designer.slurm.runtime._command import SLURM_COMMANDS, CommandResult
-from data_designer.slurm.runtime._sacct_parse import SACCT_FORMAT
-from data_designer.slurm.runtime._slurm_parse import (
+from data_designer.slurm.runtime.scheduler._command import SLURM_COMMANDS, CommandResult
+from data_designer.slurm.runtime.scheduler._sacct_parse import SACCT_FORMAT
+from data_designer.slurm.runtime.scheduler._slurm_parse import (
     SACCTMGR_ASSOC_FORMAT,
     SINFO_FORMAT,
     SlurmOutputError,
     expand_indices,
 )
-from data_designer.slurm.runtime._squeue_parse import SQUEUE_FORMAT
+from data_designer.slurm.runtime.scheduler._squeue_parse import SQUEUE_FORMAT
 from data_designer.slurm.runtime.testing._fake_state import TERMINAL, Behaviour, FakeCluster, FakeJob, FakeTask
 
 SLURM_VERSION = "22.05.8"

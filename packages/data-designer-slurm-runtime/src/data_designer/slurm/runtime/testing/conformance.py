@@ -22,8 +22,8 @@ from data_designer.slurm.contracts import (
     TaskEvidence,
     UnavailableError,
 )
-from data_designer.slurm.runtime._scheduler import SlurmScheduler
-from data_designer.slurm.runtime._squeue_parse import SQUEUE_FORMAT, parse_squeue
+from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler
+from data_designer.slurm.runtime.scheduler._squeue_parse import SQUEUE_FORMAT, parse_squeue
 from data_designer.slurm.runtime.testing._harness import ClusterHarness
 from data_designer.slurm.runtime.testing._runners import CountingRunner, OutageRunner, ReplyLosingRunner
 
@@ -40,6 +40,7 @@ def unit_of(
     chunks = tuple(
         SubmissionChunk(
             job_name=name,
+            chunk=k,
             array_spec=array,
             index_offset=k * (last + 1),
             tasks=tuple(ArrayTaskBinding(index=i, shard=k * (last + 1) + i, attempt=1) for i in range(last + 1)),

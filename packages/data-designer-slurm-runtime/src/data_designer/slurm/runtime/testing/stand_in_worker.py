@@ -28,9 +28,10 @@ from pathlib import Path
 from types import FrameType
 
 from data_designer.slurm.contracts import __version__
-from data_designer.slurm.runtime._records import RecordOk, read_record, system_clock, write_record_once
-from data_designer.slurm.runtime._run_layout import ATTEMPT_RECORD, MANIFEST, OUTPUT_DIR
-from data_designer.slurm.runtime._worker_records import (
+from data_designer.slurm.contracts.records import (
+    ATTEMPT_SCHEMA,
+    ENV_ATTEMPT_DIR,
+    ENV_ENDPOINTS,
     EXIT_DRAINED,
     MANIFEST_SCHEMA,
     Drained,
@@ -39,7 +40,8 @@ from data_designer.slurm.runtime._worker_records import (
     OutputManifest,
     Timings,
 )
-from data_designer.slurm.runtime.supervisor._records import ATTEMPT_SCHEMA, ENV_ATTEMPT_DIR, ENV_ENDPOINTS
+from data_designer.slurm.runtime.store._layout import ATTEMPT_RECORD, MANIFEST, OUTPUT_DIR
+from data_designer.slurm.runtime.store._record_io import RecordOk, read_record, system_clock, write_record_once
 
 
 def call_endpoints(attempt_dir: Path, endpoints_path: Path, argv: Sequence[str]) -> None:

@@ -27,8 +27,8 @@ from typing import Any
 import faker
 import numpy
 
+from data_designer.slurm.contracts.records import AliasEndpoints
 from data_designer.slurm.planner import sampler_seed_words
-from data_designer.slurm.runtime.supervisor._records import AliasEndpoints
 
 PROVIDER_PREFIX = "ddslurm-"
 """Providers the worker registers are named ``ddslurm-<alias>``: one per model alias."""

@@ -29,8 +29,8 @@ from data_designer.slurm.contracts import (
     TaskEvidence,
     __version__,
 )
-from data_designer.slurm.runtime._command import CommandRunner
-from data_designer.slurm.runtime._scheduler import SlurmScheduler
+from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler
+from data_designer.slurm.runtime.scheduler._command import CommandRunner
 
 PROBE_JOB_TIME_MINUTES = 2
 """The probe job's ``--time``: it runs for seconds; a short limit lets the scheduler backfill it."""
@@ -173,6 +173,7 @@ def run_probe_job(state: ProbeState) -> TaskEvidence | None:
         chunks=(
             SubmissionChunk(
                 job_name=f"ddslurm-probe-{state.probe_id}",
+                chunk=0,
                 array_spec="0",
                 index_offset=0,
                 tasks=(ArrayTaskBinding(index=0, shard=0, attempt=1),),

@@ -18,9 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from data_designer.slurm.runtime._records import publish_bytes_once, replace_record
-from data_designer.slurm.runtime._run_layout import RunLayout
-from data_designer.slurm.runtime._worker_records import (
+from data_designer.slurm.contracts.records import (
     ATTEMPT_COLUMN,
     INDEX_COLUMN,
     PLAN_DIGEST_COLUMN,
@@ -34,6 +32,8 @@ from data_designer.slurm.runtime._worker_records import (
     WorkerProgress,
     WorkerState,
 )
+from data_designer.slurm.runtime.store._layout import RunLayout
+from data_designer.slurm.runtime.store._record_io import publish_bytes_once, replace_record
 
 pq: Any = importlib.import_module("pyarrow.parquet")
 """pyarrow.parquet (its functions carry no annotations, so it is used as Any)."""

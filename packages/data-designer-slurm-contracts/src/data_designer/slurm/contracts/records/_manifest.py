@@ -1,13 +1,10 @@
-"""The records the client worker writes into its attempt directory (see ``architecture/run-directory.md``).
+"""``output/manifest.json``: what one attempt produced (write-once, after every Parquet part it lists).
 
-* ``progress.json`` (:class:`WorkerProgress`, replaced): records done so far and the worker's state,
-  written at start, after every batch the host completes, and at the end (with the error on failure).
-* ``output/manifest.json`` (:class:`OutputManifest`, write-once, after every part): what the attempt
-  produced: records, the Arrow schema, each Parquet part with its index range and sha256, per-alias
-  request and token counts, timings and provenance. A part without a manifest counts for nothing.
-
-Every output row carries the provenance columns :data:`PROVENANCE_COLUMNS`: its global record index,
-the run id, the plan digest, the shard and the attempt.
+Records, the Arrow schema, each Parquet part with its index range and sha256, per-alias request and
+token counts, routing, timings and provenance. A part without a manifest counts for nothing. Every
+output row carries the provenance columns :data:`PROVENANCE_COLUMNS`: its global record index, the run
+id, the plan digest, the shard and the attempt. The client worker's exit codes (``EXIT_*``) are how the
+supervisor reads its ending.
 """
 
 from __future__ import annotations
@@ -16,8 +13,9 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
+from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts._types import FROZEN
-from data_designer.slurm.runtime._records import RecordSchema
+from data_designer.slurm.contracts.records._schema import RecordSchema
 
 INDEX_COLUMN = "_dd_index"
 RUN_ID_COLUMN = "_dd_run_id"
@@ -33,22 +31,6 @@ EXIT_CLIENT_ERROR = 3
 EXIT_DRAINED = 4
 """The worker's exit codes, as the supervisor reads them; :data:`EXIT_DRAINED`: it stopped on a signal and
 published a partial manifest (possibly with no records)."""
-
-WorkerState = Literal["starting", "generating", "draining", "writing", "succeeded", "partial", "failed"]
-WorkerFailure = Literal["invalid_config", "client_error"]
-
-
-class IndexRange(BaseModel):
-    """Global record indices ``[start, stop)``."""
-
-    model_config = FROZEN
-
-    start: NonNegativeInt
-    stop: PositiveInt
-
-    @property
-    def records(self) -> int:
-        return self.stop - self.start
 
 
 DrainSignal = Literal["SIGUSR1", "SIGTERM"]
@@ -68,26 +50,6 @@ class Drained(BaseModel):
         "(or the signal was a termination, which publishes at once)."
     )
     message: str
-
-
-class WorkerError(BaseModel):
-    model_config = FROZEN
-
-    kind: WorkerFailure
-    message: str
-
-
-class WorkerProgress(BaseModel):
-    """How far the worker of one attempt is (replaced as it advances; ``written_at`` of the envelope dates it)."""
-
-    model_config = FROZEN
-
-    shard: NonNegativeInt
-    attempt: PositiveInt
-    state: WorkerState
-    records_total: NonNegativeInt
-    records_done: NonNegativeInt = Field(description="Records in batches the host has written so far.")
-    error: WorkerError | None = None
 
 
 class OutputPart(BaseModel):
@@ -206,5 +168,4 @@ class OutputManifest(BaseModel):
     python: str
 
 
-PROGRESS_SCHEMA: RecordSchema[WorkerProgress] = RecordSchema("progress", 1, WorkerProgress)
 MANIFEST_SCHEMA: RecordSchema[OutputManifest] = RecordSchema("result-manifest", 1, OutputManifest)

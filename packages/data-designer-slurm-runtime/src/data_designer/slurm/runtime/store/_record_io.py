@@ -41,10 +41,10 @@ from typing import Any, ClassVar, Generic, Literal, TypeAlias, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from data_designer.slurm.contracts import InternalError, InvalidInputError, UnavailableError
-from data_designer.slurm.contracts._records import RECORD_SCHEMA_NAME_PATTERN, RecordEnvelope
+from data_designer.slurm.contracts.records import RecordEnvelope, RecordSchema
 from data_designer.slurm.planner import canonical_json, sha256_digest
 from data_designer.slurm.planner._digest import NotCanonicalError
-from data_designer.slurm.runtime._files import _fsync_directory
+from data_designer.slurm.runtime.store._files import _fsync_directory
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -54,7 +54,6 @@ Clock = Callable[[], datetime]
 DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024
 """Reads stop here: a larger file is reported corrupt instead of being loaded whole."""
 
-_SCHEMA_NAME = re.compile(RECORD_SCHEMA_NAME_PATTERN)
 _SEQUENCE_NAME = re.compile(r"^([0-9]{4,})\.json$")
 _MAX_APPEND_TRIES = 100_000
 
@@ -74,21 +73,6 @@ def format_timestamp(when: datetime) -> str:
 def is_temporary_name(name: str) -> bool:
     """Whether a directory entry is a writer's temporary file (or otherwise hidden): readers skip it."""
     return name.startswith(".")
-
-
-@dataclass(frozen=True)
-class RecordSchema(Generic[M]):
-    """A record kind: its schema name, the version this code writes and reads, and the payload model."""
-
-    name: str
-    version: int
-    model: type[M]
-
-    def __post_init__(self) -> None:
-        if not _SCHEMA_NAME.fullmatch(self.name):
-            raise InternalError(f"record schema name {self.name!r} is invalid", code="invalid_schema_name")
-        if isinstance(self.version, bool) or self.version < 1:
-            raise InternalError(f"record schema version {self.version!r} is invalid", code="invalid_schema_version")
 
 
 @dataclass(frozen=True)

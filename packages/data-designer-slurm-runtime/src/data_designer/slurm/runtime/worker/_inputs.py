@@ -19,29 +19,28 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from data_designer.slurm.contracts import ExecutionPlan, ShardPlan
-from data_designer.slurm.contracts._execution import (
-    INPUTS_MANIFEST_SCHEMA,
-    SUBMISSION_RECORD_SCHEMA,
-    InputsManifest,
-    SubmissionRecord,
-)
-from data_designer.slurm.planner import plan_digest
-from data_designer.slurm.runtime._records import RecordOk, RecordSchema, decode_record, read_record, sequence_numbers
-from data_designer.slurm.runtime._run_layout import RUNS_DIR, RunLayout
-from data_designer.slurm.runtime._worker_records import IndexRange
-from data_designer.slurm.runtime.supervisor._records import (
+from data_designer.slurm.contracts.records import (
     ATTEMPT_SCHEMA,
-    ENDPOINTS_RECORD,
     ENDPOINTS_SCHEMA,
     ENV_ATTEMPT_DIR,
     ENV_ENDPOINTS,
+    INPUTS_SCHEMA,
+    SUBMISSION_SCHEMA,
     AliasEndpoints,
     AttemptRecord,
+    IndexRange,
+    RecordSchema,
+)
+from data_designer.slurm.planner import plan_digest
+from data_designer.slurm.runtime.store._layout import ENDPOINTS_RECORD, RUNS_DIR, RunLayout
+from data_designer.slurm.runtime.store._record_io import (
+    RecordOk,
+    decode_record,
+    read_record,
+    sequence_numbers,
 )
 
-_INPUTS_SCHEMA = RecordSchema(INPUTS_MANIFEST_SCHEMA[0], INPUTS_MANIFEST_SCHEMA[1], InputsManifest)
 _PLAN_SCHEMA = RecordSchema("plan", 1, ExecutionPlan)
-_SUBMISSION_SCHEMA = RecordSchema(SUBMISSION_RECORD_SCHEMA[0], SUBMISSION_RECORD_SCHEMA[1], SubmissionRecord)
 
 
 class WorkerInputError(Exception):
@@ -191,7 +190,7 @@ def config_mapping(inputs: WorkerInputs) -> dict[str, Any]:
     """The plan's inline config, with a local seed dataset pointed at the run's snapshot when there is one."""
     inline = inputs.plan.run.data_designer.inline
     assert inline is not None  # checked by _load_plan
-    found = read_record(inputs.layout.inputs_manifest, _INPUTS_SCHEMA)
+    found = read_record(inputs.layout.inputs_manifest, INPUTS_SCHEMA)
     if not isinstance(found, RecordOk) or found.payload.seed is None:
         return dict(inline)
     rewrite = found.payload.seed
@@ -242,7 +241,7 @@ def _latest_submission(layout: RunLayout, *, before: datetime) -> datetime | Non
     except Exception:  # unreadable: the timing is unknown, nothing else depends on it
         return None
     for number in numbers:
-        found = read_record(layout.submission_record(number), _SUBMISSION_SCHEMA)
+        found = read_record(layout.submission_record(number), SUBMISSION_SCHEMA)
         if isinstance(found, RecordOk) and found.payload.submitted_at <= before:
             latest = max(latest or found.payload.submitted_at, found.payload.submitted_at)
     return latest

@@ -35,9 +35,9 @@ from data_designer.slurm.contracts import (
     TaskEvidence,
     UnavailableError,
 )
-from data_designer.slurm.runtime._command import DEFAULT_TIMEOUT_S, CommandResult, CommandRunner
-from data_designer.slurm.runtime._sacct_parse import SACCT_FORMAT, SacctRecords, parse_sacct
-from data_designer.slurm.runtime._slurm_parse import (
+from data_designer.slurm.runtime.scheduler._command import DEFAULT_TIMEOUT_S, CommandResult, CommandRunner
+from data_designer.slurm.runtime.scheduler._sacct_parse import SACCT_FORMAT, SacctRecords, parse_sacct
+from data_designer.slurm.runtime.scheduler._slurm_parse import (
     SACCTMGR_ASSOC_FORMAT,
     SINFO_FORMAT,
     AssociationRow,
@@ -49,7 +49,7 @@ from data_designer.slurm.runtime._slurm_parse import (
     parse_scontrol_config,
     parse_sinfo,
 )
-from data_designer.slurm.runtime._squeue_parse import SQUEUE_FORMAT, parse_squeue
+from data_designer.slurm.runtime.scheduler._squeue_parse import SQUEUE_FORMAT, parse_squeue
 
 _JOB_ID_RE = re.compile(r"[1-9]\d{0,18}", re.ASCII)
 _JOB_NAME_RE = re.compile(r"[A-Za-z0-9_.:+=@-]{1,200}", re.ASCII)

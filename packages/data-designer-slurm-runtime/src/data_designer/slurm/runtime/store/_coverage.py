@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from data_designer.slurm.contracts import ShardPlan
+from data_designer.slurm.contracts.records import MANIFEST_SCHEMA, OutputManifest
 from data_designer.slurm.planner import Range, clip_ranges, count_indices, first_claims, missing_ranges
-from data_designer.slurm.runtime._claims import attempt_numbers
-from data_designer.slurm.runtime._records import RecordOk, read_record
-from data_designer.slurm.runtime._run_layout import RunLayout
-from data_designer.slurm.runtime._worker_records import MANIFEST_SCHEMA, IndexRange, OutputManifest
+from data_designer.slurm.runtime.store._claims import attempt_numbers
+from data_designer.slurm.runtime.store._layout import RunLayout
+from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
 
 
 @dataclass(frozen=True)
@@ -48,14 +48,6 @@ class ShardCoverage:
         return not self.missing
 
 
-def to_index_ranges(ranges: tuple[Range, ...]) -> tuple[IndexRange, ...]:
-    return tuple(IndexRange(start=start, stop=stop) for start, stop in ranges)
-
-
-def from_index_ranges(ranges: tuple[IndexRange, ...]) -> tuple[Range, ...]:
-    return tuple((item.start, item.stop) for item in ranges)
-
-
 def shard_coverage(
     layout: RunLayout, shard: ShardPlan, *, plan_digest: str, below_attempt: int | None = None
 ) -> ShardCoverage:
@@ -78,6 +70,6 @@ def shard_coverage(
         manifests[number] = manifest
     # clipped to the shard: a manifest claiming indices outside its shard claims nothing there
     whole = (shard.start, shard.stop)
-    claims = [(number, clip_ranges(whole, from_index_ranges(m.ranges))) for number, m in manifests.items()]
+    claims = [(number, clip_ranges(whole, m.ranges)) for number, m in manifests.items()]
     kept, overlap = first_claims(claims)
     return ShardCoverage(shard=shard, manifests=manifests, kept=kept, overlap=overlap)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from data_designer.slurm.contracts import InvalidInputError, find_control_character
-from data_designer.slurm.runtime._records import Clock, system_clock
+from data_designer.slurm.runtime.store._record_io import Clock, system_clock
 
 RUNS_DIR = "runs"
 RUN_RECORD = "run.json"
@@ -37,6 +37,9 @@ OUTPUT_DIR = "output"
 STATUS_RECORD = "status.json"
 MERGE_DIR = "merge"
 BENCHMARK_RECORD = "benchmark.json"
+ENDPOINTS_RECORD = "endpoints.json"
+PORTS_DIR = "ports"
+OBSERVATIONS_DIR = "observations"
 
 SHARD_WIDTH = 5
 ATTEMPT_WIDTH = 4
@@ -234,6 +237,21 @@ class RunLayout:
 
     def status(self, shard: int, attempt: int) -> Path:
         return self.attempt_dir(shard, attempt) / STATUS_RECORD
+
+    def endpoints(self, shard: int, attempt: int) -> Path:
+        return self.attempt_dir(shard, attempt) / ENDPOINTS_RECORD
+
+    def ports_dir(self, shard: int, attempt: int) -> Path:
+        return self.attempt_dir(shard, attempt) / PORTS_DIR
+
+    @property
+    def observations_dir(self) -> Path:
+        """Appended scheduler observations of the run (``observations/NNNN.json``; many writers)."""
+        return self.run_dir / OBSERVATIONS_DIR
+
+    def batch_log(self, job_name: str, array_task: int, stream: str) -> Path:
+        """Slurm's own stdout/stderr of one array task (``sbatch --output/--error`` as the planner binds them)."""
+        return self.run_dir / f"slurm-{check_component(job_name, 'job name')}_{array_task}.{stream}"
 
     @property
     def merge_dir(self) -> Path:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from data_designer.slurm.runtime._slurm_parse import (
+from data_designer.slurm.runtime.scheduler._slurm_parse import (
     JobRecord,
     content_lines,
     expand_indices,

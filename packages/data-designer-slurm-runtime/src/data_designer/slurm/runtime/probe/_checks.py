@@ -40,10 +40,10 @@ from data_designer.slurm.contracts import (
     UnavailableError,
     __version__,
 )
-from data_designer.slurm.runtime._command import DEFAULT_TIMEOUT_S, CommandRunner
-from data_designer.slurm.runtime._probe_job import ProbeState, check_job_evidence, run_probe_job
-from data_designer.slurm.runtime._scheduler import utc_now
-from data_designer.slurm.runtime._slurm_parse import (
+from data_designer.slurm.runtime.probe._job import ProbeState, check_job_evidence, run_probe_job
+from data_designer.slurm.runtime.scheduler._adapter import utc_now
+from data_designer.slurm.runtime.scheduler._command import DEFAULT_TIMEOUT_S, CommandRunner
+from data_designer.slurm.runtime.scheduler._slurm_parse import (
     AssociationRow,
     PartitionRow,
     SlurmOutputError,

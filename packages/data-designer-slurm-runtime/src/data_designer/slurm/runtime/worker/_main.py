@@ -29,54 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from data_designer.slurm.contracts import __version__ as runtime_version
-from data_designer.slurm.planner import derive_range_seed, normalise_ranges
-from data_designer.slurm.runtime._coverage import from_index_ranges, to_index_ranges
-from data_designer.slurm.runtime._records import RecordWritten, system_clock, write_record_once
-from data_designer.slurm.runtime._router import Router, start_routers
-from data_designer.slurm.runtime._worker_drain import (
-    CompletedBatch,
-    Drain,
-    DrainOutcome,
-    batch_range,
-    exact_batches,
-)
-from data_designer.slurm.runtime._worker_host import (
-    ConfigRejected,
-    Host,
-    UsageTap,
-    forbid_tiktoken_downloads,
-    import_host,
-    is_deterministic_failure,
-    load_builder,
-    make_designer,
-    prepare_environment,
-    rewrite_models,
-    seed_generators,
-    validate,
-)
-from data_designer.slurm.runtime._worker_inputs import (
-    WorkerInputError,
-    WorkerInputs,
-    config_mapping,
-    earlier_timings,
-    load_inputs,
-    parse_args,
-)
-from data_designer.slurm.runtime._worker_output import (
-    OutputConflict,
-    ProgressWriter,
-    Provenance,
-    batch_number,
-    batch_rows,
-    clashing_columns,
-    column_types,
-    consecutive,
-    host_batch_files,
-    output_schema,
-    unified_schema,
-    write_parts,
-)
-from data_designer.slurm.runtime._worker_records import (
+from data_designer.slurm.contracts.records import (
     EXIT_CLIENT_ERROR,
     EXIT_DRAINED,
     EXIT_INVALID_CONFIG,
@@ -91,7 +44,53 @@ from data_designer.slurm.runtime._worker_records import (
     Timings,
     WorkerError,
 )
+from data_designer.slurm.planner import derive_range_seed, normalise_ranges
+from data_designer.slurm.runtime.store._record_io import RecordWritten, system_clock, write_record_once
 from data_designer.slurm.runtime.supervisor._environment import installed_version
+from data_designer.slurm.runtime.worker._drain import (
+    CompletedBatch,
+    Drain,
+    DrainOutcome,
+    batch_range,
+    exact_batches,
+)
+from data_designer.slurm.runtime.worker._host import (
+    ConfigRejected,
+    Host,
+    UsageTap,
+    forbid_tiktoken_downloads,
+    import_host,
+    is_deterministic_failure,
+    load_builder,
+    make_designer,
+    prepare_environment,
+    rewrite_models,
+    seed_generators,
+    validate,
+)
+from data_designer.slurm.runtime.worker._inputs import (
+    WorkerInputError,
+    WorkerInputs,
+    config_mapping,
+    earlier_timings,
+    load_inputs,
+    parse_args,
+)
+from data_designer.slurm.runtime.worker._output import (
+    OutputConflict,
+    ProgressWriter,
+    Provenance,
+    batch_number,
+    batch_rows,
+    clashing_columns,
+    column_types,
+    consecutive,
+    host_batch_files,
+    output_schema,
+    unified_schema,
+    write_parts,
+)
+from data_designer.slurm.runtime.worker._router import Router, start_routers
 
 ARTIFACTS_DIR = "artifacts"
 """The host's own artifacts (its batch files, metadata) under the attempt directory."""
@@ -261,8 +260,8 @@ class Session:
             attempt=inputs.attempt,
             seed=inputs.shard.seed,
             assigned=inputs.ranges,
-            ranges=to_index_ranges(produced),
-            complete=produced == normalise_ranges(from_index_ranges(inputs.ranges)),
+            ranges=produced,
+            complete=produced == normalise_ranges(inputs.ranges),
             drained=None if drained is None else _drained(drained),
             records=records,
             columns=column_types(final),

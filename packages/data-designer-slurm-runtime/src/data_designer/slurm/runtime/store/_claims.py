@@ -1,7 +1,7 @@
 """Claims on the shared filesystem: exclusive ownership by ``link(2)``, and race-free attempt numbering.
 
 A claim is a write-once record (schema ``claim``, payload :class:`ClaimOwner`) created by linking a
-complete temporary file to the claim's name (:func:`~data_designer.slurm.runtime._records.write_record_once`).
+complete temporary file to the claim's name (:func:`~data_designer.slurm.runtime.store._record_io.write_record_once`).
 ``link(2)`` fails when the name exists, on NFS and Lustre alike, so of any number of concurrent
 claimants exactly one gets :class:`Claimed`; the others get :class:`AlreadyClaimed` with the owner read
 back. Unlike ``O_EXCL`` create followed by a write, a claim is never visible empty or half-written.
@@ -22,19 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data_designer.slurm.contracts import InternalError
-from data_designer.slurm.contracts._records import CLAIM_SCHEMA_NAME, CLAIM_SCHEMA_VERSION, ClaimOwner
-from data_designer.slurm.runtime._records import (
+from data_designer.slurm.contracts.records import CLAIM_SCHEMA, ClaimOwner
+from data_designer.slurm.runtime.store._layout import CLAIM_FILE, format_attempt, parse_attempt
+from data_designer.slurm.runtime.store._record_io import (
     Clock,
     ReadResult,
     RecordOk,
-    RecordSchema,
     RecordWritten,
     system_clock,
     write_record_once,
 )
-from data_designer.slurm.runtime._run_layout import CLAIM_FILE, format_attempt, parse_attempt
-
-CLAIM_SCHEMA: RecordSchema[ClaimOwner] = RecordSchema(CLAIM_SCHEMA_NAME, CLAIM_SCHEMA_VERSION, ClaimOwner)
 
 _MAX_ATTEMPT_TRIES = 100_000
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from data_designer.slurm.runtime._slurm_parse import (
+from data_designer.slurm.runtime.scheduler._slurm_parse import (
     JobRecord,
     SlurmOutputError,
     content_lines,

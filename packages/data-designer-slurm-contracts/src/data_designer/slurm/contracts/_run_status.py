@@ -1,0 +1,158 @@
+"""What ``status`` and ``wait`` return: the classified state of a run, its shards and their attempts.
+
+Classification is one pure function of a run snapshot, one scheduler observation and a time
+(``runtime.status.classify``); its rules are the table in ``docs/architecture/status.md``. Success is
+never guessed: a shard is ``succeeded`` only when valid result manifests of its attempts cover its whole
+record range.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, NonNegativeFloat, NonNegativeInt, PositiveInt
+
+from data_designer.slurm.contracts._ranges import IndexRange
+from data_designer.slurm.contracts._scheduler import SourceReport
+from data_designer.slurm.contracts._types import FROZEN
+from data_designer.slurm.contracts.records._heartbeat import Phase
+from data_designer.slurm.contracts.records._status import FinalStatus
+
+ShardState = Literal[
+    "pending",
+    "running",
+    "succeeded",
+    "partial",
+    "failed",
+    "cancelled",
+    "missing",
+    "stale",
+    "scheduler_inconsistent",
+    "unknown",
+    "not_submitted",
+]
+"""The state of one shard (``docs/architecture/status.md``)."""
+
+SHARD_STATES: tuple[ShardState, ...] = (
+    "pending",
+    "running",
+    "succeeded",
+    "partial",
+    "failed",
+    "cancelled",
+    "missing",
+    "stale",
+    "scheduler_inconsistent",
+    "unknown",
+    "not_submitted",
+)
+
+ACTIVE_SHARD_STATES: frozenset[str] = frozenset({"pending", "running"})
+"""States in which a shard may still change without anyone acting."""
+
+AttemptState = Literal[
+    "pending",
+    "running",
+    "succeeded",
+    "partial",
+    "failed",
+    "cancelled",
+    "stale",
+    "scheduler_inconsistent",
+    "unknown",
+    "superseded",
+]
+"""The state of one attempt; ``superseded``: a late task that lost its claim to another attempt (exit 4)."""
+
+RunState = Literal[
+    "not_submitted", "pending", "running", "succeeded", "partial", "failed", "cancelled", "unknown", "attention"
+]
+"""The run as a whole: ``attention`` means no shard is active but some are missing, stale or inconsistent."""
+
+SchedulerEvidence = Literal["live", "cached", "none"]
+"""Where the scheduler evidence came from: asked now, the last recorded observation, or nothing at all."""
+
+
+class AttemptStatus(BaseModel):
+    """One attempt of a shard, as its records and the scheduler show it."""
+
+    model_config = FROZEN
+
+    attempt: PositiveInt
+    state: AttemptState
+    job_id: str | None = None
+    array_task: NonNegativeInt | None = None
+    restart_count: NonNegativeInt = 0
+    scheduler_state: str | None = Field(default=None, description="The task's state as Slurm printed it, if seen.")
+    final_status: FinalStatus | None = Field(default=None, description="From status.json, when written.")
+    exit_code: int | None = None
+    message: str | None = None
+    phase: Phase | None = Field(default=None, description="From the heartbeat, while the attempt runs.")
+    heartbeat_age_s: NonNegativeFloat | None = None
+    records_done: NonNegativeInt | None = Field(default=None, description="From progress.json, while it runs.")
+    records_published: NonNegativeInt | None = Field(default=None, description="From a valid result manifest.")
+    problems: tuple[str, ...] = Field(default=(), description="Records that exist but prove nothing, and why.")
+
+
+class ShardStatus(BaseModel):
+    """One shard: its state, how many of its records exist, why it is not succeeded."""
+
+    model_config = FROZEN
+
+    shard: NonNegativeInt
+    state: ShardState
+    records_total: PositiveInt
+    records_done: NonNegativeInt = Field(
+        description="Records in valid manifests; while running, plus the live attempt's progress."
+    )
+    missing: tuple[IndexRange, ...] = Field(description="Record-index ranges no valid manifest covers.")
+    reason: str | None = Field(default=None, description="Why the shard is not succeeded (a final status or rule).")
+    message: str | None = None
+    last_log_line: str | None = None
+    phase: Phase | None = None
+    job_id: str | None = Field(default=None, description="The job of the shard's latest attempt or submission.")
+    array_task: NonNegativeInt | None = None
+    attempts: tuple[AttemptStatus, ...] = ()
+    anomalies: tuple[str, ...] = Field(default=(), description="Evidence that disagrees but does not change the state.")
+
+
+class RunStatus(BaseModel):
+    """The result of ``data-designer slurm status RUN`` (and of every ``wait`` poll)."""
+
+    model_config = FROZEN
+
+    run_id: str
+    run_dir: str
+    name: str
+    cluster: str
+    state: RunState
+    records_total: PositiveInt
+    records_done: NonNegativeInt
+    shards_total: PositiveInt
+    counts: dict[ShardState, NonNegativeInt] = Field(description="Shards per state (states with none omitted).")
+    shards: tuple[ShardStatus, ...] = Field(description="Every shard, in shard order.")
+    checked_at: str = Field(description="When this status was computed (ISO-8601 UTC).")
+    evidence: SchedulerEvidence
+    observed_at: str | None = Field(default=None, description="When the scheduler evidence was taken.")
+    evidence_age_s: NonNegativeFloat | None = Field(default=None, description="checked_at minus observed_at.")
+    squeue: SourceReport | None = None
+    sacct: SourceReport | None = None
+    scheduler_calls: NonNegativeInt = Field(description="squeue/sacct calls this status made (0 with --no-refresh).")
+    eta_s: NonNegativeFloat | None = Field(default=None, description="From the progress rate; None when unknown.")
+    records_per_s: NonNegativeFloat | None = None
+    submission_error: str | None = Field(default=None, description="The scheduler's refusal of the first sbatch.")
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state == "succeeded"
+
+
+class WaitResult(BaseModel):
+    """The result of ``data-designer slurm wait RUN``: the last status and how the wait ended."""
+
+    model_config = FROZEN
+
+    outcome: Literal["succeeded", "ended", "timeout", "unavailable"]
+    polls: PositiveInt
+    waited_s: NonNegativeFloat
+    status: RunStatus
