@@ -11,18 +11,25 @@ from data_designer.slurm.services._profile import (
     select_cluster,
     validate_profile,
 )
+from data_designer.slurm.services._runs import locate_run
+from data_designer.slurm.services._status import is_finished, is_unavailable, run_status, wait_run
 
 __all__ = [
     "ProbeFailedError",
     "ProfileTemplate",
     "default_profile_path",
     "init_profile",
+    "is_finished",
+    "is_unavailable",
     "load_profile_file",
+    "locate_run",
     "plan_benchmark",
     "plan_run",
     "resolve_profile_path",
+    "run_status",
     "select_cluster",
     "validate_profile",
+    "wait_run",
 ]
 
 # Execute (issue 5).

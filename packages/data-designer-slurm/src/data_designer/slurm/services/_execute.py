@@ -62,19 +62,22 @@ from data_designer.slurm.planner import (
     compile,
     config_path,
     load_run,
-    plan_digest,
     read_dd_config,
     resolve_config,
 )
 from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner, gpus_in_gres
-from data_designer.slurm.runtime.store._layout import RunId, RunIdFactory, RunLayout, run_id_factory
-from data_designer.slurm.runtime.store._record_io import (
+from data_designer.slurm.runtime.store import (
     Clock,
     RecordConflict,
     RecordOk,
+    RunId,
+    RunIdFactory,
+    RunLayout,
     append_record,
+    load_plan,
     publish_bytes_once,
     read_record,
+    run_id_factory,
     system_clock,
     write_record_once,
 )
@@ -227,15 +230,7 @@ def _resume(rid: RunId, cluster_profile: ClusterProfile, scheduler: SlurmSchedul
             hint="nothing was submitted; inspect the run directory",
         )
     record = found.payload
-    plan = _read_plan(layout.plan_record)
-    if plan.digest != record.plan_digest or plan_digest(plan) != plan.digest:
-        raise ConflictError(
-            f"the plan {str(layout.plan_record)!r} does not match the run record's digest {record.plan_digest}",
-            code="plan_mismatch",
-            operation=_OPERATION,
-            file=str(layout.plan_record),
-            hint="the run directory was modified; nothing was submitted",
-        )
+    load_plan(layout, expected_digest=record.plan_digest)  # a modified run directory is never submitted again
     return _submit(layout, record, scheduler, clock, resumed=True)
 
 
@@ -476,26 +471,3 @@ def _already(path: Path) -> ConflictError:
         file=str(path),
         hint="another process is writing this run; execute again for a new run id",
     )
-
-
-def _read_plan(path: Path) -> ExecutionPlan:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise NotFoundError(
-            f"the run's plan {str(path)!r} is missing", code="plan_not_found", operation=_OPERATION, file=str(path)
-        ) from exc
-    except OSError as exc:
-        raise UnavailableError(
-            f"cannot read {str(path)!r}: {exc.strerror}", code="filesystem_unavailable", file=str(path)
-        ) from exc
-    try:
-        return ExecutionPlan.model_validate_json(data)
-    except ValueError as exc:
-        raise ConflictError(
-            f"the run's plan {str(path)!r} is not a valid plan",
-            code="plan_mismatch",
-            operation=_OPERATION,
-            file=str(path),
-            hint="the run directory was modified; nothing was submitted",
-        ) from exc

@@ -18,23 +18,21 @@ from pathlib import Path
 from typing import Any
 
 from data_designer.slurm.contracts import (
-    ClusterFacts,
-    ClusterProfile,
-    ConflictError,
-    ExecutionPlan,
-    InvalidInputError,
-    Problem,
-    RunSpec,
-    SlurmExtensionError,
-    VllmDeployment,
-)
-from data_designer.slurm.contracts._dry_run import (
     AliasSummary,
     BenchmarkDryRun,
     ChildSummary,
+    ClusterFacts,
+    ClusterProfile,
+    ConflictError,
     DryRunOutput,
+    ExecutionPlan,
+    InvalidInputError,
     PlanSummary,
+    Problem,
     RunDryRun,
+    RunSpec,
+    SlurmExtensionError,
+    VllmDeployment,
 )
 from data_designer.slurm.planner import (
     INLINE_CONFIG_FILE,

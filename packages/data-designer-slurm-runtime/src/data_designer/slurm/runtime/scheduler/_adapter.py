@@ -20,6 +20,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from data_designer.slurm.contracts import (
@@ -35,7 +36,12 @@ from data_designer.slurm.contracts import (
     TaskEvidence,
     UnavailableError,
 )
-from data_designer.slurm.runtime.scheduler._command import DEFAULT_TIMEOUT_S, CommandResult, CommandRunner
+from data_designer.slurm.runtime.scheduler._command import (
+    DEFAULT_TIMEOUT_S,
+    CommandResult,
+    CommandRunner,
+    SubprocessRunner,
+)
 from data_designer.slurm.runtime.scheduler._sacct_parse import SACCT_FORMAT, SacctRecords, parse_sacct
 from data_designer.slurm.runtime.scheduler._slurm_parse import (
     SACCTMGR_ASSOC_FORMAT,
@@ -95,8 +101,12 @@ class SlurmScheduler:
         sleep: Callable[[float], None] = time.sleep,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         sbatch_timeout_s: float = 60.0,
+        concurrent: bool | None = None,
     ) -> None:
         self._runner = runner
+        # squeue and sacct of one observation run side by side when the runner is a real process runner (each
+        # call is its own subprocess); a fake scheduler's state is not shared across threads.
+        self._concurrent = isinstance(runner, SubprocessRunner) if concurrent is None else concurrent
         self._clock = clock
         self._sleep = sleep
         self._timeout_s = timeout_s
@@ -218,12 +228,20 @@ class SlurmScheduler:
 
     # -- observation ----------------------------------------------------------------------------
 
-    def observe(self, job_ids: Sequence[str]) -> Observation:
+    def observe(
+        self, job_ids: Sequence[str], *, since: datetime | None = None, timeout_s: float | None = None
+    ) -> Observation:
         """Evidence for every array task of ``job_ids``: at most one ``squeue`` and one ``sacct`` call.
 
-        Raises :class:`UnavailableError` when neither source answered.
+        ``since`` bounds ``sacct -S`` (sites cap the query range with MaxQueryTimeRange; pass the run's creation
+        time minus a slack); ``timeout_s`` bounds each call (a down slurmdbd makes sacct hang). The two calls run
+        concurrently with a process runner. Raises :class:`UnavailableError` when neither source answered.
         """
         ids = _check_job_ids(job_ids, "observe")
+        if since is not None and since.tzinfo is None:
+            raise InvalidInputError(
+                f"since={since.isoformat()!r} has no time zone", code="naive_datetime", operation="observe"
+            )
         observed_at = _iso(self._clock())
         if not ids:
             idle = "nothing to observe"
@@ -235,12 +253,22 @@ class SlurmScheduler:
                 calls=0,
             )
         id_list = ",".join(ids)
-        squeue_report, squeue_records = self._squeue_answer(
-            self._run(["squeue", "--noheader", "-t", "all", "-j", id_list, "-o", SQUEUE_FORMAT])
-        )
-        sacct_report, sacct = self._sacct_answer(
-            self._run(["sacct", "--parsable2", "--noheader", "-X", "-D", "-j", id_list, f"--format={SACCT_FORMAT}"])
-        )
+        window = [] if since is None else ["-S", since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")]
+        squeue_argv = ["squeue", "--noheader", "-t", "all", "-j", id_list, "-o", SQUEUE_FORMAT]
+        sacct_argv = [
+            "sacct",
+            "--parsable2",
+            "--noheader",
+            "-X",
+            "-D",
+            *window,
+            "-j",
+            id_list,
+            f"--format={SACCT_FORMAT}",
+        ]
+        squeue_result, sacct_result = self._run_pair(squeue_argv, sacct_argv, timeout_s)
+        squeue_report, squeue_records = self._squeue_answer(squeue_result)
+        sacct_report, sacct = self._sacct_answer(sacct_result)
         if squeue_report.status != "ok" and sacct_report.status != "ok":
             raise UnavailableError(
                 f"the scheduler cannot be observed: squeue {squeue_report.status} ({squeue_report.detail or '-'}), "
@@ -270,8 +298,17 @@ class SlurmScheduler:
             calls=2,
         )
 
-    def _run(self, argv: list[str]) -> CommandResult:
-        return self._runner.run(argv, timeout_s=self._timeout_s)
+    def _run(self, argv: list[str], timeout_s: float | None = None) -> CommandResult:
+        return self._runner.run(argv, timeout_s=self._timeout_s if timeout_s is None else timeout_s)
+
+    def _run_pair(
+        self, first: list[str], second: list[str], timeout_s: float | None
+    ) -> tuple[CommandResult, CommandResult]:
+        if not self._concurrent:
+            return self._run(first, timeout_s), self._run(second, timeout_s)
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="observe") as pool:
+            later = pool.submit(self._run, second, timeout_s)
+            return self._run(first, timeout_s), later.result()
 
     @staticmethod
     def _failed_report(source: EvidenceSource, result: CommandResult) -> SourceReport:

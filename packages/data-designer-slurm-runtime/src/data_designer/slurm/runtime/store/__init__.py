@@ -11,6 +11,8 @@ from data_designer.slurm.runtime.store._claims import (
 )
 from data_designer.slurm.runtime.store._coverage import (
     ShardCoverage,
+    coverage_from,
+    manifest_matches,
     shard_coverage,
 )
 from data_designer.slurm.runtime.store._files import (
@@ -53,6 +55,8 @@ from data_designer.slurm.runtime.store._layout import (
     parse_shard,
     run_id_factory,
 )
+from data_designer.slurm.runtime.store._plan import PLAN_SCHEMA, load_plan, load_plan_file
+from data_designer.slurm.runtime.store._reader import last_line, read_run, tail_lines
 from data_designer.slurm.runtime.store._record_io import (
     DEFAULT_MAX_RECORD_BYTES,
     Clock,
@@ -78,6 +82,14 @@ from data_designer.slurm.runtime.store._record_io import (
     system_clock,
     write_record_once,
 )
+from data_designer.slurm.runtime.store._snapshot import (
+    AttemptSnapshot,
+    BatchError,
+    ReadStats,
+    RunSnapshot,
+    ShardSnapshot,
+    TaskRef,
+)
 
 __all__ = [
     "ATTEMPTS_DIR",
@@ -96,6 +108,7 @@ __all__ = [
     "OUTPUT_DIR",
     "PART_WIDTH",
     "PLAN_RECORD",
+    "PLAN_SCHEMA",
     "PORTS_DIR",
     "PROGRESS_RECORD",
     "RUNS_DIR",
@@ -108,9 +121,12 @@ __all__ = [
     "SUBMISSIONS_DIR",
     "AlreadyClaimed",
     "AttemptClaim",
+    "AttemptSnapshot",
+    "BatchError",
     "Claimed",
     "Clock",
     "ReadResult",
+    "ReadStats",
     "RecordAppended",
     "RecordConflict",
     "RecordCorrupt",
@@ -122,17 +138,25 @@ __all__ = [
     "RunId",
     "RunIdFactory",
     "RunLayout",
+    "RunSnapshot",
     "ShardCoverage",
+    "ShardSnapshot",
+    "TaskRef",
     "append_record",
     "attempt_numbers",
     "check_component",
     "claim",
+    "coverage_from",
     "decode_record",
     "encode_record",
     "format_attempt",
     "format_shard",
     "format_timestamp",
     "is_temporary_name",
+    "last_line",
+    "load_plan",
+    "load_plan_file",
+    "manifest_matches",
     "next_attempt_number",
     "owner_from_environment",
     "parse_attempt",
@@ -140,12 +164,14 @@ __all__ = [
     "publish_bytes_once",
     "publish_bytes_replace",
     "read_record",
+    "read_run",
     "read_text",
     "replace_record",
     "run_id_factory",
     "sequence_numbers",
     "shard_coverage",
     "system_clock",
+    "tail_lines",
     "write_record_once",
     "write_text_atomic",
 ]

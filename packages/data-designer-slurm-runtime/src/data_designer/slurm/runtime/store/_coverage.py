@@ -48,6 +48,26 @@ class ShardCoverage:
         return not self.missing
 
 
+def manifest_matches(
+    manifest: OutputManifest, layout: RunLayout, *, plan_digest: str, shard: int, attempt: int
+) -> bool:
+    """Whether a valid manifest is evidence for this run, plan, shard and attempt (anything else proves nothing)."""
+    return (
+        manifest.run_id == str(layout.run_id)
+        and manifest.plan_digest == plan_digest
+        and manifest.shard == shard
+        and manifest.attempt == attempt
+    )
+
+
+def coverage_from(shard: ShardPlan, manifests: dict[int, OutputManifest]) -> ShardCoverage:
+    """The shard's coverage from its attempts' valid manifests (pure): the lowest attempt keeps an index twice claimed."""
+    # clipped to the shard: a manifest claiming indices outside its shard claims nothing there
+    claims = [(number, clip_ranges(shard.range, m.ranges)) for number, m in sorted(manifests.items())]
+    kept, overlap = first_claims(claims)
+    return ShardCoverage(shard=shard, manifests=dict(manifests), kept=kept, overlap=overlap)
+
+
 def shard_coverage(
     layout: RunLayout, shard: ShardPlan, *, plan_digest: str, below_attempt: int | None = None
 ) -> ShardCoverage:
@@ -57,19 +77,8 @@ def shard_coverage(
         if below_attempt is not None and number >= below_attempt:
             continue
         found = read_record(layout.output_manifest(shard.shard, number), MANIFEST_SCHEMA)
-        if not isinstance(found, RecordOk):
-            continue
-        manifest = found.payload
-        if (
-            manifest.run_id != str(layout.run_id)
-            or manifest.plan_digest != plan_digest
-            or manifest.shard != shard.shard
-            or manifest.attempt != number
+        if isinstance(found, RecordOk) and manifest_matches(
+            found.payload, layout, plan_digest=plan_digest, shard=shard.shard, attempt=number
         ):
-            continue
-        manifests[number] = manifest
-    # clipped to the shard: a manifest claiming indices outside its shard claims nothing there
-    whole = (shard.start, shard.stop)
-    claims = [(number, clip_ranges(whole, m.ranges)) for number, m in manifests.items()]
-    kept, overlap = first_claims(claims)
-    return ShardCoverage(shard=shard, manifests=manifests, kept=kept, overlap=overlap)
+            manifests[number] = found.payload
+    return coverage_from(shard, manifests)

@@ -42,8 +42,7 @@ from pydantic import BaseModel, ValidationError
 
 from data_designer.slurm.contracts import InternalError, InvalidInputError, UnavailableError
 from data_designer.slurm.contracts.records import RecordEnvelope, RecordSchema
-from data_designer.slurm.planner import canonical_json, sha256_digest
-from data_designer.slurm.planner._digest import NotCanonicalError
+from data_designer.slurm.planner import NotCanonicalError, canonical_json, sha256_digest
 from data_designer.slurm.runtime.store._files import _fsync_directory
 
 M = TypeVar("M", bound=BaseModel)

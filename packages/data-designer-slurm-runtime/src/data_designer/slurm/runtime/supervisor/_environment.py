@@ -19,12 +19,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from data_designer.slurm.contracts import ExecutionPlan, __version__
+from data_designer.slurm.contracts import ExecutionPlan, SlurmExtensionError, __version__
 from data_designer.slurm.contracts.records import FinalStatus
 from data_designer.slurm.planner import bind_argv, plan_digest
 from data_designer.slurm.runtime.store._layout import RUNS_DIR, RunLayout
+from data_designer.slurm.runtime.store._plan import load_plan_file
 
 LOCKSTEP_PACKAGES = (
     "data-designer-slurm-contracts",
@@ -65,17 +64,12 @@ def installed_version(distribution: str) -> str | None:
 
 
 def load_plan(path: Path) -> ExecutionPlan:
-    """The plan at ``path``; SetupError ``invalid_config`` when it is missing, unreadable or not a plan."""
+    """The plan at ``path`` (``store.load_plan_file``); SetupError ``invalid_config`` when it is missing, unreadable,
+    not a plan or not its own digest."""
     try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise SetupError("invalid_config", f"cannot read the plan {str(path)!r}: {exc.strerror}") from exc
-    try:
-        return ExecutionPlan.model_validate_json(text, strict=False)
-    except ValidationError as exc:
-        raise SetupError(
-            "invalid_config", f"{str(path)!r} is not an execution plan: {exc.error_count()} problem(s): {exc}"
-        ) from exc
+        return load_plan_file(path)
+    except SlurmExtensionError as exc:
+        raise SetupError("invalid_config", exc.info.message) from exc
 
 
 def run_layout(run_dir: Path) -> RunLayout:

@@ -9,16 +9,13 @@ run in the run directory (the plan's directory is the run directory). Environmen
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pydantic import ValidationError
-
-from data_designer.slurm.contracts import ExecutionPlan, ShardPlan
+from data_designer.slurm.contracts import ExecutionPlan, ShardPlan, SlurmExtensionError
 from data_designer.slurm.contracts.records import (
     ATTEMPT_SCHEMA,
     ENDPOINTS_SCHEMA,
@@ -31,11 +28,10 @@ from data_designer.slurm.contracts.records import (
     IndexRange,
     RecordSchema,
 )
-from data_designer.slurm.planner import plan_digest
 from data_designer.slurm.runtime.store._layout import ENDPOINTS_RECORD, RUNS_DIR, RunLayout
+from data_designer.slurm.runtime.store._plan import load_plan_file
 from data_designer.slurm.runtime.store._record_io import (
     RecordOk,
-    decode_record,
     read_record,
     sequence_numbers,
 )
@@ -149,24 +145,11 @@ def _assigned_ranges(layout: RunLayout, shard: ShardPlan, attempt: int) -> tuple
 
 
 def _load_plan(path: Path) -> ExecutionPlan:
-    """The plan as ``execute`` writes it: its canonical JSON, or (as run-directory.md describes) a ``plan`` record."""
+    """The plan as ``execute`` writes it, read and digest-checked by ``store.load_plan_file``."""
     try:
-        data = path.read_bytes()
-        raw = json.loads(data)
-        if isinstance(raw, dict) and "schema_name" in raw and "payload" in raw:
-            found = decode_record(data, _PLAN_SCHEMA, path=path)
-            if not isinstance(found, RecordOk):
-                raise WorkerInputError(f"the plan record {str(path)!r} is {found.status}")
-            plan = found.payload
-        else:
-            plan = ExecutionPlan.model_validate_json(data)
-    except OSError as exc:
-        raise WorkerInputError(f"cannot read the plan {str(path)!r}: {exc.strerror}") from exc
-    except ValueError as exc:  # not JSON, or pydantic's ValidationError (a ValueError)
-        count = exc.error_count() if isinstance(exc, ValidationError) else 1
-        raise WorkerInputError(f"{str(path)!r} is not a valid plan: {count} problem(s)") from exc
-    if plan_digest(plan) != plan.digest:
-        raise WorkerInputError(f"the plan {str(path)!r} does not match its digest (edited or corrupt)")
+        plan = load_plan_file(path)
+    except SlurmExtensionError as exc:
+        raise WorkerInputError(exc.info.message) from exc
     if plan.run.data_designer.inline is None:
         raise WorkerInputError("the plan does not hold the Data Designer config inline")
     return plan

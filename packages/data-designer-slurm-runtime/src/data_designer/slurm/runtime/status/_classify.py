@@ -1,0 +1,381 @@
+"""``classify(snapshot, observation, now) -> RunStatus``: the pure rules that turn a run's records plus one
+scheduler observation into shard and run states. The rules are the table in ``docs/architecture/status.md``;
+every row has a named test (``test_runtime_status_classify.py``). No I/O, no clock, no environment.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+
+from data_designer.slurm.contracts import (
+    TERMINAL_TASK_STATES,
+    AttemptState,
+    AttemptStatus,
+    Observation,
+    RunState,
+    RunStatus,
+    SchedulerEvidence,
+    ShardState,
+    ShardStatus,
+    TaskEvidence,
+)
+from data_designer.slurm.contracts.records import EXIT_CODES, EXIT_NOT_OURS
+from data_designer.slurm.planner import count_indices
+from data_designer.slurm.runtime.store import AttemptSnapshot, RunSnapshot, ShardSnapshot, TaskRef, format_timestamp
+
+DEFAULT_GRACE_S = 60.0
+"""How long a terminal task may lack ``status.json`` before it is inconsistent (shared filesystems cache
+attributes), and how long after submission a job may be absent from both sources (accounting lag)."""
+DEFAULT_STALE_BEATS = 4
+"""Missed heartbeat intervals after which a running attempt is stale."""
+PREFLIGHT_EXIT = EXIT_CODES["environment_mismatch"]
+"""The batch script's own exit when the compute Python cannot import the runtime (before any attempt exists)."""
+
+_PARTIAL_ENDINGS = frozenset({"time_limit", "preempted", "cancelled"})
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The tunable thresholds of classification (the table's defaults)."""
+
+    grace_s: float = DEFAULT_GRACE_S
+    stale_beats: int = DEFAULT_STALE_BEATS
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    state: ShardState
+    reason: str | None = None
+    message: str | None = None
+    last_log_line: str | None = None
+    phase: str | None = None
+    live_records: int = 0
+
+
+def classify(
+    snapshot: RunSnapshot,
+    observation: Observation | None,
+    now: datetime,
+    *,
+    evidence: SchedulerEvidence,
+    rules: Rules = Rules(),
+    scheduler_calls: int = 0,
+) -> RunStatus:
+    """The run's status from its snapshot and one observation (None: the scheduler could not be asked and no
+    observation was ever recorded). ``evidence`` says whether ``observation`` is live or the last recorded one."""
+    tasks = _evidence_index(observation)
+    shards = tuple(_classify_shard(shard, snapshot, tasks, observation, now, rules) for shard in snapshot.shards)
+    counts = Counter(shard.state for shard in shards)
+    records_total = sum(shard.records_total for shard in shards)
+    records_done = sum(shard.records_done for shard in shards)
+    rate = _rate(snapshot, now)
+    remaining = records_total - records_done
+    observed_at = observation.observed_at if observation is not None else None
+    return RunStatus(
+        run_id=snapshot.run.run_id,
+        run_dir=str(snapshot.layout.run_dir),
+        name=snapshot.run.name,
+        cluster=snapshot.run.cluster,
+        state=_run_state(counts, snapshot),
+        records_total=records_total,
+        records_done=records_done,
+        shards_total=len(shards),
+        counts={state: counts[state] for state in sorted(counts)},
+        shards=shards,
+        checked_at=_iso(now),
+        evidence=evidence,
+        observed_at=observed_at,
+        evidence_age_s=None if observed_at is None else max(0.0, (now - _parse(observed_at)).total_seconds()),
+        squeue=observation.squeue if observation is not None else None,
+        sacct=observation.sacct if observation is not None else None,
+        scheduler_calls=scheduler_calls,
+        eta_s=remaining / rate if rate and remaining > 0 else (0.0 if remaining == 0 else None),
+        records_per_s=rate,
+        submission_error=snapshot.submission_error,
+    )
+
+
+def _classify_shard(
+    shard: ShardSnapshot,
+    snapshot: RunSnapshot,
+    tasks: dict[tuple[str, int], TaskEvidence],
+    observation: Observation | None,
+    now: datetime,
+    rules: Rules,
+) -> ShardStatus:
+    anomalies: list[str] = []
+    attempts = tuple(_attempt_status(a, shard, tasks, now) for a in shard.attempts)
+    if shard.overlap:
+        anomalies.append(f"attempts overlap on {count_indices(shard.overlap)} record(s); the lowest attempt keeps them")
+    for attempt in shard.attempts:
+        anomalies.extend(f"attempt {attempt.number}: {problem}" for problem in attempt.problems)
+    live = [ref for ref in shard.tasks if not _superseded(ref, shard, tasks, anomalies)]
+    latest = live[-1] if live else (shard.tasks[-1] if shard.tasks else None)
+    ev = tasks.get((latest.job_id, latest.array_task)) if latest is not None else None
+    verdict = _verdict(shard, snapshot, latest, ev, observation, now, rules, anomalies)
+    done = shard.records_done
+    return ShardStatus(
+        shard=shard.plan.shard,
+        state=verdict.state,
+        records_total=shard.plan.records,
+        records_done=min(shard.plan.records, done + verdict.live_records),
+        missing=shard.missing,
+        reason=verdict.reason,
+        message=verdict.message,
+        last_log_line=verdict.last_log_line,
+        phase=verdict.phase,  # type: ignore[arg-type]  # a heartbeat Phase or None
+        job_id=latest.job_id if latest is not None else None,
+        array_task=latest.array_task if latest is not None else None,
+        attempts=attempts,
+        anomalies=tuple(anomalies),
+    )
+
+
+def _verdict(
+    shard: ShardSnapshot,
+    snapshot: RunSnapshot,
+    latest: TaskRef | None,
+    ev: TaskEvidence | None,
+    observation: Observation | None,
+    now: datetime,
+    rules: Rules,
+    anomalies: list[str],
+) -> _Verdict:
+    # Row 1: valid manifests cover the whole range. Nothing else can make a shard succeeded.
+    if not shard.missing:
+        if ev is not None and ev.state in TERMINAL_TASK_STATES and ev.state != "completed":
+            anomalies.append(f"Slurm reports {ev.raw_state} (exit {ev.exit_code}) but the manifests are complete")
+        return _Verdict("succeeded")
+    if latest is None:
+        # Row 2: nothing was ever submitted for this shard.
+        error = snapshot.submission_error
+        if error is not None or not any(s.jobs for s in snapshot.submissions):
+            return _Verdict("not_submitted", reason="not_submitted", message=error)
+        return _Verdict("missing", reason="no_submission", message="no submission record holds this shard's task")
+    own = _attempt_of(shard, latest, ev)
+    if ev is not None and ev.state in ("pending", "requeued"):
+        return _Verdict("pending", reason=ev.reason if ev.reason not in (None, "None") else None)
+    if ev is not None and ev.state == "running":
+        return _running(shard, own, latest, ev, now, rules)
+    if own is not None and own.status is not None:
+        return _ended(shard, own)
+    ended = _latest_status(shard)
+    if ev is None and ended is not None and ended.number >= max(a.number for a in shard.attempts):
+        return _ended(shard, ended)
+    if ev is not None:  # terminal in Slurm, and the task's own attempt wrote no status.json
+        return _terminal_without_status(shard, own, latest, ev, now, rules)
+    return _unseen(shard, own, latest, observation, now, rules)
+
+
+def _running(
+    shard: ShardSnapshot, own: AttemptSnapshot | None, latest: TaskRef, ev: TaskEvidence, now: datetime, rules: Rules
+) -> _Verdict:
+    started = _parse(ev.start_time) if ev.start_time else latest.submitted_at
+    interval = own.record.heartbeat_interval_s if own is not None and own.record is not None else None
+    beat = own.heartbeat_written_at if own is not None else None
+    last = max(started, beat) if beat is not None else started
+    allowed = rules.stale_beats * interval if interval is not None else max(rules.grace_s, 0.0)
+    age = (now - last).total_seconds()
+    phase = own.heartbeat.phase if own is not None and own.heartbeat is not None else None
+    line = own.last_log_line if own is not None else None
+    if age > allowed:
+        return _Verdict(
+            "stale",
+            reason="no_heartbeat",
+            message=f"no heartbeat for {age:.0f}s (allowed {allowed:.0f}s) while Slurm says {ev.raw_state}",
+            last_log_line=line,
+            phase=phase,
+        )
+    progress = own.progress.records_done if own is not None and own.progress is not None else 0
+    return _Verdict("running", phase=phase or "starting", last_log_line=line, live_records=progress)
+
+
+def _ended(shard: ShardSnapshot, attempt: AttemptSnapshot) -> _Verdict:
+    status = attempt.status
+    assert status is not None
+    line = status.log_tail[-1] if status.log_tail else attempt.last_log_line
+    done = shard.records_done
+    if status.status == "succeeded":
+        reason = "manifest_invalid"
+        message = "status.json says succeeded but no valid result manifest covers the range (missing or corrupt)"
+        return _Verdict("partial" if done else "missing", reason=reason, message=message, last_log_line=line)
+    if status.status == "cancelled":
+        return _Verdict("cancelled", reason="cancelled", message=status.message, last_log_line=line)
+    if status.status in _PARTIAL_ENDINGS and done:
+        return _Verdict("partial", reason=status.status, message=status.message, last_log_line=line)
+    return _Verdict("failed", reason=status.status, message=status.message, last_log_line=line)
+
+
+def _terminal_without_status(
+    shard: ShardSnapshot, own: AttemptSnapshot | None, latest: TaskRef, ev: TaskEvidence, now: datetime, rules: Rules
+) -> _Verdict:
+    if own is None and not shard.attempts and ev.exit_code == PREFLIGHT_EXIT:
+        lines = shard.batch_errors[-1].lines if shard.batch_errors else ()
+        cause = next((line for line in reversed(lines) if "Error" in line), lines[-1] if lines else None)
+        return _Verdict(
+            "failed",
+            reason="environment_mismatch",
+            message=cause or "the batch script could not import the runtime in the compute Python (exit 6)",
+            last_log_line=lines[-1] if lines else None,
+        )
+    if ev.state == "cancelled":
+        return _Verdict("cancelled", reason="cancelled", message=f"Slurm: {ev.raw_state}")
+    ended_at = _parse(ev.end_time) if ev.end_time else None
+    if ended_at is not None and (now - ended_at).total_seconds() < rules.grace_s:
+        return _Verdict("running", phase="stopping", message=f"Slurm: {ev.raw_state}; waiting for status.json")
+    detail = f"Slurm says {ev.raw_state}" + (f" (exit {ev.exit_code})" if ev.exit_code is not None else "")
+    return _Verdict(
+        "scheduler_inconsistent",
+        reason="no_status_record",
+        message=f"{detail} but the attempt wrote no status.json",
+        last_log_line=own.last_log_line if own is not None else None,
+    )
+
+
+def _unseen(
+    shard: ShardSnapshot,
+    own: AttemptSnapshot | None,
+    latest: TaskRef,
+    observation: Observation | None,
+    now: datetime,
+    rules: Rules,
+) -> _Verdict:
+    line = own.last_log_line if own is not None else None
+    if observation is None or observation.sacct.status != "ok":
+        why = "the scheduler could not be asked" if observation is None else f"sacct {observation.sacct.status}"
+        return _Verdict(
+            "unknown", reason="scheduler_unavailable", message=f"no scheduler evidence ({why})", last_log_line=line
+        )
+    if (now - latest.submitted_at).total_seconds() < rules.grace_s or observation.accounting_lag:
+        return _Verdict("pending", reason="accounting_lag")
+    return _Verdict(
+        "missing", reason="no_evidence", message="neither squeue nor sacct knows the job", last_log_line=line
+    )
+
+
+def _attempt_status(
+    attempt: AttemptSnapshot, shard: ShardSnapshot, tasks: dict[tuple[str, int], TaskEvidence], now: datetime
+) -> AttemptStatus:
+    claim = attempt.claim
+    ev = (
+        tasks.get((claim.job_id, claim.array_task)) if claim and claim.job_id and claim.array_task is not None else None
+    )
+    published = count_indices(shard.kept.get(attempt.number, ()))
+    status = attempt.status
+    state: AttemptState
+    if status is not None:
+        state = (
+            "succeeded"
+            if status.status == "succeeded" and attempt.manifest and attempt.manifest.complete
+            else ("partial" if published else ("cancelled" if status.status == "cancelled" else "failed"))
+        )
+    elif ev is not None and claim is not None and ev.restarts > claim.restart_count:
+        state = "failed"  # this incarnation was requeued away before it wrote a status
+    elif ev is not None and ev.state == "running":
+        state = "running"
+    elif ev is not None and ev.state in ("pending", "requeued"):
+        state = "pending"
+    elif ev is not None:
+        state = "scheduler_inconsistent"
+    else:
+        state = "unknown"
+    beat = attempt.heartbeat_written_at
+    return AttemptStatus(
+        attempt=attempt.number,
+        state=state,
+        job_id=claim.job_id if claim else None,
+        array_task=claim.array_task if claim else None,
+        restart_count=claim.restart_count if claim else 0,
+        scheduler_state=ev.raw_state if ev is not None else None,
+        final_status=status.status if status else None,
+        exit_code=status.exit_code if status else None,
+        message=status.message if status else None,
+        phase=attempt.heartbeat.phase if attempt.heartbeat else None,
+        heartbeat_age_s=max(0.0, (now - beat).total_seconds()) if beat is not None else None,
+        records_done=attempt.progress.records_done if attempt.progress else None,
+        records_published=published if attempt.manifest is not None else None,
+        problems=attempt.problems,
+    )
+
+
+def _superseded(
+    ref: TaskRef, shard: ShardSnapshot, tasks: dict[tuple[str, int], TaskEvidence], notes: list[str]
+) -> bool:
+    """A task that exited 4 (another process held its attempt's claim) and owns no attempt: a late duplicate."""
+    ev = tasks.get((ref.job_id, ref.array_task))
+    if ev is None or ev.state not in TERMINAL_TASK_STATES or ev.exit_code != EXIT_NOT_OURS:
+        return False
+    if any(a.claim and a.claim.job_id == ref.job_id and a.claim.array_task == ref.array_task for a in shard.attempts):
+        return False
+    notes.append(f"task {ref.job_id}_{ref.array_task} was superseded (exit {EXIT_NOT_OURS}: its attempt was taken)")
+    return True
+
+
+def _attempt_of(shard: ShardSnapshot, ref: TaskRef, ev: TaskEvidence | None) -> AttemptSnapshot | None:
+    """The newest attempt claimed by this task (by job id and array task; the current incarnation when known)."""
+    mine = [
+        a
+        for a in shard.attempts
+        if a.claim is not None and a.claim.job_id == ref.job_id and a.claim.array_task == ref.array_task
+    ]
+    if ev is not None:
+        current = [a for a in mine if a.claim is not None and a.claim.restart_count == ev.restarts]
+        mine = current or mine
+    return mine[-1] if mine else None
+
+
+def _latest_status(shard: ShardSnapshot) -> AttemptSnapshot | None:
+    ended = [a for a in shard.attempts if a.status is not None]
+    return ended[-1] if ended else None
+
+
+def _run_state(counts: Counter[ShardState], snapshot: RunSnapshot) -> RunState:
+    total = sum(counts.values())
+    if counts["not_submitted"] == total:
+        return "not_submitted"
+    if counts["succeeded"] == total:
+        return "succeeded"
+    if counts["running"]:
+        return "running"
+    if counts["pending"]:
+        return "pending"
+    if counts["unknown"]:
+        return "unknown"
+    for state in ("failed", "cancelled", "partial"):
+        if counts[state]:
+            return state
+    return "attention"
+
+
+def _rate(snapshot: RunSnapshot, now: datetime) -> float | None:
+    """Records per second over the attempts still generating (progress since each client started)."""
+    done = 0
+    seconds = 0.0
+    for shard in snapshot.shards:
+        for attempt in shard.attempts:
+            if attempt.status is not None or attempt.progress is None or attempt.record is None:
+                continue
+            start = attempt.record.client_started_at
+            if start is None or attempt.progress_written_at is None:
+                continue
+            elapsed = (attempt.progress_written_at - start).total_seconds()
+            if elapsed > 0 and attempt.progress.records_done:
+                done += attempt.progress.records_done
+                seconds = max(seconds, elapsed)
+    return done / seconds if seconds > 0 else None
+
+
+def _evidence_index(observation: Observation | None) -> dict[tuple[str, int], TaskEvidence]:
+    if observation is None:
+        return {}
+    return {(t.job_id, t.array_index): t for t in observation.tasks if t.array_index is not None}
+
+
+def _parse(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _iso(when: datetime) -> str:
+    return format_timestamp(when)

@@ -1,0 +1,72 @@
+"""One observation of a whole run: both scheduler sources asked once, the result appended to the run directory.
+
+``observe_run`` asks ``squeue`` and ``sacct`` (concurrently, each with a short timeout, ``sacct -D -S`` from the
+run's creation minus a slack) about every job any submission recorded, and appends what it saw as
+``observations/NNNN.json``. When neither source answers, the last recorded observation is used instead
+(``evidence="cached"``), so a later process still shows the last known state with its age; with none recorded,
+there is no scheduler evidence at all (``evidence="none"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from datetime import timedelta
+
+from data_designer.slurm.contracts import Observation, SchedulerEvidence, SlurmExtensionError, UnavailableError
+from data_designer.slurm.contracts.records import OBSERVATION_SCHEMA, ObservationRecord
+from data_designer.slurm.runtime.scheduler import SlurmScheduler
+from data_designer.slurm.runtime.store import Clock, RunSnapshot, append_record, system_clock
+
+OBSERVE_TIMEOUT_S = 15.0
+"""Each of squeue and sacct gets this long: a hung slurmdbd must not hang ``status``."""
+SINCE_SLACK = timedelta(minutes=10)
+"""``sacct -S`` starts this long before the run was created (clock skew between login node and Slurm)."""
+
+
+@dataclass(frozen=True)
+class RunObservation:
+    observation: Observation | None
+    evidence: SchedulerEvidence
+    calls: int
+    detail: str | None = None
+    """Why the scheduler could not be asked, when it could not."""
+
+
+def observe_run(
+    snapshot: RunSnapshot,
+    scheduler: SlurmScheduler,
+    *,
+    clock: Clock = system_clock,
+    timeout_s: float = OBSERVE_TIMEOUT_S,
+    record: bool = True,
+) -> RunObservation:
+    """Observe every job of the run once (at most one squeue and one sacct), appending the observation."""
+    job_ids = snapshot.job_ids
+    if not job_ids:
+        return RunObservation(None, "none", 0, "no job was ever submitted")
+    try:
+        observation = scheduler.observe(job_ids, since=snapshot.run.created_at - SINCE_SLACK, timeout_s=timeout_s)
+    except UnavailableError as exc:
+        cached = snapshot.last_observation
+        if cached is not None:
+            return RunObservation(cached.observation, "cached", 2, exc.info.message)
+        return RunObservation(None, "none", 2, exc.info.message)
+    if record:
+        # a workspace we may read but not write: the status is still right, only not remembered
+        with contextlib.suppress(SlurmExtensionError):
+            append_record(
+                snapshot.layout.observations_dir,
+                OBSERVATION_SCHEMA,
+                ObservationRecord(job_ids=job_ids, observation=observation),
+                clock=clock,
+                operation="status.observe",
+            )
+    return RunObservation(observation, "live", observation.calls)
+
+
+def cached_observation(snapshot: RunSnapshot) -> RunObservation:
+    """The last recorded observation, without asking the scheduler (``status --no-refresh``)."""
+    if snapshot.last_observation is None:
+        return RunObservation(None, "none", 0, "no observation recorded yet (run status without --no-refresh)")
+    return RunObservation(snapshot.last_observation.observation, "cached", 0)

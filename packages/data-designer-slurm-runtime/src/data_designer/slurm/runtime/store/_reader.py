@@ -1,0 +1,340 @@
+"""The one reader of a run directory: ``read_run(layout) -> RunSnapshot`` reads every record of a run once.
+
+``status`` (and later ``retry``, ``merge``, ``benchmark analyze``) consume its snapshot; nobody reads a run's
+records another way. Cost is linear in shards: one listing of ``shards/`` and of the run directory, one of each
+shard's ``attempts/``, and per attempt its claim, ``attempt.json``, ``status.json`` and result manifest, plus the
+heartbeat, progress and last log line only while an attempt has no successful ``status.json``. Only
+``RecordOk`` that matches this run counts; anything else is named in ``problems`` and proves nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from data_designer.slurm.contracts import ChunkLayout, NotFoundError, SlurmExtensionError, UnavailableError
+from data_designer.slurm.contracts.records import (
+    ATTEMPT_SCHEMA,
+    CLAIM_SCHEMA,
+    HEARTBEAT_SCHEMA,
+    MANIFEST_SCHEMA,
+    OBSERVATION_SCHEMA,
+    PROGRESS_SCHEMA,
+    RUN_SCHEMA,
+    STATUS_SCHEMA,
+    SUBMISSION_SCHEMA,
+    ObservationRecord,
+    OutputManifest,
+    RecordSchema,
+    RunRecord,
+    SubmissionRecord,
+)
+from data_designer.slurm.runtime.scheduler._slurm_parse import expand_indices
+from data_designer.slurm.runtime.store._claims import attempt_numbers
+from data_designer.slurm.runtime.store._coverage import coverage_from, manifest_matches
+from data_designer.slurm.runtime.store._layout import RunLayout, parse_shard
+from data_designer.slurm.runtime.store._plan import load_plan
+from data_designer.slurm.runtime.store._record_io import Clock, RecordOk, read_record, sequence_numbers, system_clock
+from data_designer.slurm.runtime.store._snapshot import (
+    AttemptSnapshot,
+    BatchError,
+    ReadStats,
+    RunSnapshot,
+    ShardSnapshot,
+    TaskRef,
+)
+
+M = TypeVar("M", bound=BaseModel)
+
+LOG_TAIL_BYTES = 4096
+"""How much of a log's end is read for its last line."""
+MAX_LOG_LINE = 300
+_LOG_STEPS = ("client", "supervisor")
+_OPERATION = "store.read_run"
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.files = 0
+        self.listings = 0
+
+
+def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
+    """Read the run's records once. NotFoundError ``run_not_found`` when it has no run record; UnavailableError
+    when its run record or plan cannot be read (a run that cannot be identified cannot be classified)."""
+    count = _Counter()
+    problems: list[str] = []
+    run = _read_run_record(layout, count)
+    plan = load_plan(layout, expected_digest=run.plan_digest)
+    count.files += 1
+    submissions = _read_appended(layout.submissions_dir, SUBMISSION_SCHEMA, count, problems)
+    observations = _last_observation(layout, count, problems)
+    tasks = _tasks_by_shard(run, submissions, plan_chunks={c.chunk: c for c in plan.submission.chunks})
+    present = _list(layout.shards_dir, count)
+    shard_dirs = {number for number in map(parse_shard, present) if number is not None}
+    run_names = set(_list(layout.run_dir, count))
+    shards = []
+    for shard in plan.shards:
+        attempts: list[AttemptSnapshot] = []
+        if shard.shard in shard_dirs:
+            count.listings += 1
+            for number in attempt_numbers(layout.attempts_dir(shard.shard)):
+                attempts.append(_read_attempt(layout, shard.shard, number, run.plan_digest, count))
+        manifests = {a.number: a.manifest for a in attempts if a.manifest is not None}
+        coverage = coverage_from(shard, manifests)
+        shard_tasks = tasks.get(shard.shard, ())
+        errors = () if attempts else _batch_errors(layout, shard_tasks, run_names, count)
+        shards.append(
+            ShardSnapshot(
+                plan=shard,
+                attempts=tuple(attempts),
+                tasks=shard_tasks,
+                kept=coverage.kept,
+                overlap=coverage.overlap,
+                missing=coverage.missing,
+                batch_errors=errors,
+            )
+        )
+    observation, observed_at = observations
+    return RunSnapshot(
+        layout=layout,
+        run=run,
+        plan=plan,
+        submissions=tuple(record for record, _ in submissions),
+        shards=tuple(shards),
+        read_at=clock(),
+        last_observation=observation,
+        last_observation_at=observed_at,
+        problems=tuple(problems),
+        stats=ReadStats(files_read=count.files, directories_listed=count.listings),
+    )
+
+
+def _read_run_record(layout: RunLayout, count: _Counter) -> RunRecord:
+    count.files += 1
+    found = read_record(layout.run_record, RUN_SCHEMA)
+    if isinstance(found, RecordOk):
+        if found.payload.run_id != str(layout.run_id):
+            raise UnavailableError(
+                f"the run record {str(layout.run_record)!r} names run {found.payload.run_id!r}",
+                code="run_record_unreadable",
+                operation=_OPERATION,
+                file=str(layout.run_record),
+                hint="the run directory was copied or modified; it cannot be classified",
+            )
+        return found.payload
+    if found.status == "missing":
+        raise NotFoundError(
+            f"run {str(layout.run_id)!r} has no run record at {str(layout.run_record)!r}",
+            code="run_not_found",
+            operation=_OPERATION,
+            file=str(layout.run_record),
+            hint="check the run id and the profile's workspace (--profile, --cluster); 'execute' prints the run id",
+        )
+    raise UnavailableError(
+        f"the run record {str(layout.run_record)!r} is {found.status.replace('_', ' ')}",
+        code="run_record_unreadable",
+        operation=_OPERATION,
+        file=str(layout.run_record),
+        hint="inspect the run directory; a run whose record cannot be read cannot be classified",
+    )
+
+
+def _read_appended(
+    directory: Path, schema: RecordSchema[M], count: _Counter, problems: list[str]
+) -> list[tuple[M, datetime | None]]:
+    count.listings += 1
+    found: list[tuple[M, datetime | None]] = []
+    for number in sequence_numbers(directory):
+        path = directory / f"{number:04d}.json"
+        count.files += 1
+        result = read_record(path, schema)
+        if isinstance(result, RecordOk):
+            found.append((result.payload, result.envelope.written_at))
+        else:
+            problems.append(f"{path.name} in {directory.name}/ is {result.status.replace('_', ' ')}")
+    return found
+
+
+def _last_observation(
+    layout: RunLayout, count: _Counter, problems: list[str]
+) -> tuple[ObservationRecord | None, datetime | None]:
+    count.listings += 1
+    for number in reversed(sequence_numbers(layout.observations_dir)):
+        path = layout.observations_dir / f"{number:04d}.json"
+        count.files += 1
+        result = read_record(path, OBSERVATION_SCHEMA)
+        if isinstance(result, RecordOk):
+            return result.payload, result.envelope.written_at
+        problems.append(f"observation {path.name} is {result.status.replace('_', ' ')}")
+    return None, None
+
+
+def _tasks_by_shard(
+    run: RunRecord,
+    submissions: list[tuple[SubmissionRecord, datetime | None]],
+    *,
+    plan_chunks: dict[int, ChunkLayout],
+) -> dict[int, tuple[TaskRef, ...]]:
+    """shard -> every submitted array task that runs it: (chunk, array index) through the plan's chunk bindings."""
+    by_shard: dict[int, list[TaskRef]] = {}
+    seen: set[tuple[str, int]] = set()
+    for record, _ in sorted(submissions, key=lambda item: item[0].submitted_at):
+        for job in record.jobs:
+            chunk = plan_chunks.get(job.chunk)
+            if chunk is None:
+                continue
+            wanted = _array_indices(job.array_spec)
+            for task in chunk.tasks:
+                if wanted is not None and task.index not in wanted:
+                    continue
+                key = (job.job_id, task.index)
+                if key in seen:
+                    continue
+                seen.add(key)
+                by_shard.setdefault(task.shard, []).append(
+                    TaskRef(
+                        job_id=job.job_id,
+                        job_name=job.job_name,
+                        array_task=task.index,
+                        chunk=job.chunk,
+                        generation=job.generation,
+                        submitted_at=record.submitted_at,
+                    )
+                )
+    return {shard: tuple(refs) for shard, refs in by_shard.items()}
+
+
+def _array_indices(spec: str) -> frozenset[int] | None:
+    """The indices an ``--array`` spec names (``0-9%4``, ``1,3,5-7``); None when it cannot be read."""
+    try:
+        return frozenset(expand_indices(spec, command="sbatch", line=0))
+    except SlurmExtensionError:
+        return None
+
+
+def _read_attempt(layout: RunLayout, shard: int, number: int, plan_digest: str, count: _Counter) -> AttemptSnapshot:
+    problems: list[str] = []
+
+    def read(path: Path, schema: RecordSchema[M]) -> RecordOk[M] | None:
+        count.files += 1
+        result = read_record(path, schema)
+        if isinstance(result, RecordOk):
+            return result
+        if result.status != "missing":
+            problems.append(
+                f"{path.relative_to(layout.attempt_dir(shard, number))} is {result.status.replace('_', ' ')}"
+            )
+        return None
+
+    claim = read(layout.claim(shard, number), CLAIM_SCHEMA)
+    record = read(layout.attempt_record(shard, number), ATTEMPT_SCHEMA)
+    status = read(layout.status(shard, number), STATUS_SCHEMA)
+    manifest = _valid_manifest(
+        read(layout.output_manifest(shard, number), MANIFEST_SCHEMA), layout, plan_digest, shard, number, problems
+    )
+    heartbeat = progress = None
+    last_line = None
+    if status is None or status.payload.status != "succeeded":
+        heartbeat = read(layout.heartbeat(shard, number), HEARTBEAT_SCHEMA)
+        progress = read(layout.progress(shard, number), PROGRESS_SCHEMA)
+        last_line = _last_log_line(layout.logs_dir(shard, number), count)
+    return AttemptSnapshot(
+        number=number,
+        claim=claim.payload if claim else None,
+        record=record.payload if record else None,
+        heartbeat=heartbeat.payload if heartbeat else None,
+        heartbeat_written_at=heartbeat.envelope.written_at if heartbeat else None,
+        progress=progress.payload if progress else None,
+        progress_written_at=progress.envelope.written_at if progress else None,
+        manifest=manifest,
+        status=status.payload if status else None,
+        last_log_line=last_line,
+        problems=tuple(problems),
+    )
+
+
+def _valid_manifest(
+    found: RecordOk[OutputManifest] | None,
+    layout: RunLayout,
+    plan_digest: str,
+    shard: int,
+    number: int,
+    problems: list[str],
+) -> OutputManifest | None:
+    if found is None:
+        return None
+    if not manifest_matches(found.payload, layout, plan_digest=plan_digest, shard=shard, attempt=number):
+        problems.append("output/manifest.json belongs to another run, plan, shard or attempt")
+        return None
+    return found.payload
+
+
+def _last_log_line(logs: Path, count: _Counter) -> str | None:
+    for step in _LOG_STEPS:
+        line = last_line(logs / f"{step}.log", count_read=lambda: _bump(count))
+        if line is not None:
+            return line
+    return None
+
+
+def _bump(count: _Counter) -> None:
+    count.files += 1
+
+
+def last_line(path: Path, *, count_read: Callable[[], None] | None = None) -> str | None:
+    """The last non-blank line of a text file (from its last few KiB), at most ``MAX_LOG_LINE`` characters."""
+    lines = tail_lines(path, 1, count_read=count_read)
+    return lines[-1] if lines else None
+
+
+def tail_lines(path: Path, n: int, *, count_read: Callable[[], None] | None = None) -> tuple[str, ...]:
+    """The last ``n`` non-blank lines of a text file (from its last ``LOG_TAIL_BYTES``), each shortened."""
+    try:
+        with path.open("rb") as handle:
+            if count_read is not None:
+                count_read()
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - LOG_TAIL_BYTES))
+            data = handle.read(LOG_TAIL_BYTES)
+    except OSError:
+        return ()
+    text = data.decode("utf-8", "replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return tuple(line if len(line) <= MAX_LOG_LINE else line[: MAX_LOG_LINE - 3] + "..." for line in lines[-n:])
+
+
+def _batch_errors(
+    layout: RunLayout, tasks: tuple[TaskRef, ...], run_names: set[str], count: _Counter
+) -> tuple[BatchError, ...]:
+    errors = []
+    for task in tasks:
+        name = f"slurm-{task.job_name}_{task.array_task}.err"
+        if name not in run_names:
+            continue
+        path = layout.run_dir / name
+        lines = tail_lines(path, 5, count_read=lambda: _bump(count))
+        if lines:
+            errors.append(BatchError(job_name=task.job_name, array_task=task.array_task, path=str(path), lines=lines))
+    return tuple(errors)
+
+
+def _list(directory: Path, count: _Counter) -> list[str]:
+    count.listings += 1
+    try:
+        return os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise UnavailableError(
+            f"cannot list {str(directory)!r}: {exc.strerror}",
+            code="filesystem_unavailable",
+            operation=_OPERATION,
+            file=str(directory),
+        ) from exc

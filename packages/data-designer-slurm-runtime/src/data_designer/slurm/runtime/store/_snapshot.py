@@ -1,0 +1,122 @@
+"""A run as its records show it, read once (``read_run``): the input of the pure classifier and of later readers.
+
+Values only: every field holds a record that read ``RecordOk`` (and matched this run), or None; records that
+exist but prove nothing are named in ``problems``. Nothing here asks the scheduler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from data_designer.slurm.contracts import ExecutionPlan, ShardPlan
+from data_designer.slurm.contracts.records import (
+    AttemptRecord,
+    ClaimOwner,
+    HeartbeatRecord,
+    IndexRange,
+    ObservationRecord,
+    OutputManifest,
+    RunRecord,
+    StatusRecord,
+    SubmissionRecord,
+    WorkerProgress,
+)
+from data_designer.slurm.planner import count_indices
+from data_designer.slurm.runtime.store._layout import RunLayout
+
+
+@dataclass(frozen=True)
+class AttemptSnapshot:
+    """One attempt directory of a shard."""
+
+    number: int
+    claim: ClaimOwner | None = None
+    record: AttemptRecord | None = None
+    heartbeat: HeartbeatRecord | None = None
+    heartbeat_written_at: datetime | None = None
+    progress: WorkerProgress | None = None
+    progress_written_at: datetime | None = None
+    manifest: OutputManifest | None = None
+    status: StatusRecord | None = None
+    last_log_line: str | None = None
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """One submitted array task that runs a shard: which job, chunk and retry generation, when submitted."""
+
+    job_id: str
+    job_name: str
+    array_task: int
+    chunk: int
+    generation: int
+    submitted_at: datetime
+
+
+@dataclass(frozen=True)
+class BatchError:
+    """The end of Slurm's own stderr of a task (``slurm-<job>_<task>.err``): what the batch script said."""
+
+    job_name: str
+    array_task: int
+    path: str
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ShardSnapshot:
+    """One shard: its plan, its attempts (ascending), the tasks submitted for it, and what its manifests cover."""
+
+    plan: ShardPlan
+    attempts: tuple[AttemptSnapshot, ...]
+    tasks: tuple[TaskRef, ...]
+    kept: dict[int, tuple[IndexRange, ...]]
+    """Attempt number -> the ranges its valid manifest contributes (the lowest attempt keeps an index twice claimed)."""
+    overlap: tuple[IndexRange, ...]
+    missing: tuple[IndexRange, ...]
+    batch_errors: tuple[BatchError, ...] = ()
+
+    @property
+    def records_done(self) -> int:
+        return count_indices(item for ranges in self.kept.values() for item in ranges)
+
+
+@dataclass(frozen=True)
+class ReadStats:
+    files_read: int
+    directories_listed: int
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """Every record of one run, read once."""
+
+    layout: RunLayout
+    run: RunRecord
+    plan: ExecutionPlan
+    submissions: tuple[SubmissionRecord, ...]
+    shards: tuple[ShardSnapshot, ...]
+    read_at: datetime
+    last_observation: ObservationRecord | None = None
+    last_observation_at: datetime | None = None
+    problems: tuple[str, ...] = ()
+    stats: ReadStats = field(default_factory=lambda: ReadStats(0, 0))
+
+    @property
+    def job_ids(self) -> tuple[str, ...]:
+        """Every job id any submission recorded, in first-seen order."""
+        seen: dict[str, None] = {}
+        for submission in self.submissions:
+            for job in submission.jobs:
+                seen.setdefault(job.job_id, None)
+        return tuple(seen)
+
+    @property
+    def submission_error(self) -> str | None:
+        """The scheduler's refusal, when no submission ever placed a job."""
+        if any(submission.jobs for submission in self.submissions):
+            return None
+        errors = [submission.error for submission in self.submissions if submission.error]
+        return errors[-1] if errors else None

@@ -1,0 +1,44 @@
+"""Finding a run from what a user types: a run id (under the profile cluster's workspace) or a run directory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from data_designer.slurm.contracts import InvalidInputError, SlurmExtensionError
+from data_designer.slurm.runtime.store import RUNS_DIR, RunLayout
+from data_designer.slurm.services._profile import load_profile_file, select_cluster
+
+
+def locate_run(
+    run: str | Path,
+    *,
+    profile: str | Path | None = None,
+    cluster: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunLayout:
+    """The layout of ``run``: a run directory path (``<workspace>/runs/<run id>``), or a run id resolved against
+    the workspace of the selected profile cluster. The run need not be complete; readers check its records."""
+    text = str(run)
+    candidate = Path(text).expanduser()
+    if "/" in text or candidate.is_dir():
+        directory = candidate.absolute()
+        if directory.parent.name != RUNS_DIR:
+            raise InvalidInputError(
+                f"{text!r} is not a run directory (<workspace>/{RUNS_DIR}/<run id>)",
+                code="invalid_run",
+                key_path="RUN",
+                hint="pass the run id that 'execute' printed, or the run directory it created",
+            )
+        try:
+            return RunLayout.of(directory.parent.parent, directory.name)
+        except SlurmExtensionError as exc:
+            raise InvalidInputError(
+                f"{text!r} is not a run directory: {exc.info.message}",
+                code="invalid_run",
+                key_path="RUN",
+                hint="pass the run id that 'execute' printed, or the run directory it created",
+            ) from exc
+    profile_path, loaded = load_profile_file(profile, environ=environ)
+    _, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
+    return RunLayout.of(Path(cluster_profile.workspace_root), text)

@@ -1,0 +1,120 @@
+"""``status`` and ``wait``: how a run stands, from any fresh shell, with no resident process.
+
+``run_status`` reads the run's records once (``store.read_run``), makes one batched scheduler observation
+(``status.observe_run``: at most one ``squeue`` and one ``sacct``, appended to the run directory) and classifies
+(``status.classify``, the table in ``docs/architecture/status.md``). ``wait_run`` repeats that on a bounded
+poll until the run ends or the timeout passes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from data_designer.slurm.contracts import ACTIVE_SHARD_STATES, RunStatus, WaitResult
+from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.status import Rules, cached_observation, classify, observe_run
+from data_designer.slurm.runtime.store import Clock, RunLayout, read_run, system_clock
+from data_designer.slurm.services._runs import locate_run
+
+DEFAULT_WAIT_INTERVAL_S = 15.0
+DEFAULT_WAIT_TIMEOUT_S = 24 * 3600.0
+"""``wait`` is bounded: a day unless ``--timeout`` says otherwise."""
+
+
+def run_status(
+    run: str | Path,
+    *,
+    profile: str | Path | None = None,
+    cluster: str | None = None,
+    refresh: bool = True,
+    environ: Mapping[str, str] | None = None,
+    runner: CommandRunner | None = None,
+    clock: Clock = system_clock,
+    rules: Rules | None = None,
+) -> RunStatus:
+    """How ``run`` (a run id or run directory) stands now.
+
+    ``refresh=False`` asks no scheduler and classifies with the last recorded observation. Never raises for an
+    unreachable scheduler: the status then carries the last known evidence (``evidence`` cached or none) and
+    unknown shards. Errors: a run that does not exist (exit 3), a run record or plan that cannot be read (exit 5).
+    """
+    layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
+    scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+    return status_of(layout, scheduler, refresh=refresh, clock=clock, rules=rules)
+
+
+def status_of(
+    layout: RunLayout,
+    scheduler: SlurmScheduler,
+    *,
+    refresh: bool = True,
+    clock: Clock = system_clock,
+    rules: Rules | None = None,
+) -> RunStatus:
+    """The status of the run at ``layout`` through ``scheduler`` (the seam ``run_status`` and ``wait_run`` share)."""
+    snapshot = read_run(layout, clock=clock)
+    seen = observe_run(snapshot, scheduler, clock=clock) if refresh else cached_observation(snapshot)
+    return classify(
+        snapshot,
+        seen.observation,
+        clock(),
+        evidence=seen.evidence,
+        rules=rules or Rules(),
+        scheduler_calls=seen.calls,
+    )
+
+
+def is_unavailable(status: RunStatus) -> bool:
+    """The scheduler could not be asked and that leaves a shard unknown (``status`` and ``wait`` exit 5)."""
+    return status.evidence != "live" and status.counts.get("unknown", 0) > 0
+
+
+def is_finished(status: RunStatus) -> bool:
+    """No shard can change any more without someone acting (nothing pending, running or unknown)."""
+    return not any(
+        count for state, count in status.counts.items() if state in ACTIVE_SHARD_STATES or state == "unknown"
+    )
+
+
+def wait_run(
+    run: str | Path,
+    *,
+    profile: str | Path | None = None,
+    cluster: str | None = None,
+    timeout_s: float = DEFAULT_WAIT_TIMEOUT_S,
+    interval_s: float = DEFAULT_WAIT_INTERVAL_S,
+    environ: Mapping[str, str] | None = None,
+    runner: CommandRunner | None = None,
+    clock: Clock = system_clock,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+    on_poll: Callable[[RunStatus], None] | None = None,
+    rules: Rules | None = None,
+) -> WaitResult:
+    """Poll ``run``'s status every ``interval_s`` until it is finished or ``timeout_s`` passes (a bounded,
+    foreground wait: nothing keeps running after it returns). ``on_poll`` sees every status (progress display).
+
+    Outcome: ``succeeded``; ``ended`` (finished otherwise); ``timeout``; ``unavailable`` (the timeout passed while
+    the scheduler could not be asked and shards were unknown).
+    """
+    layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
+    scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+    started = monotonic()
+    polls = 0
+    while True:
+        status = status_of(layout, scheduler, clock=clock, rules=rules)
+        polls += 1
+        if on_poll is not None:
+            on_poll(status)
+        waited = monotonic() - started
+        if status.succeeded:
+            return WaitResult(outcome="succeeded", polls=polls, waited_s=waited, status=status)
+        if is_finished(status) and not is_unavailable(status):
+            return WaitResult(outcome="ended", polls=polls, waited_s=waited, status=status)
+        if waited + interval_s > timeout_s:
+            if is_unavailable(status):
+                return WaitResult(outcome="unavailable", polls=polls, waited_s=waited, status=status)
+            return WaitResult(outcome="timeout", polls=polls, waited_s=waited, status=status)
+        sleep(interval_s)
