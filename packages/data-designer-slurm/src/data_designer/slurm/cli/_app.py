@@ -7,6 +7,7 @@ import typer
 from data_designer.slurm.cli._benchmark_commands import benchmark_app
 from data_designer.slurm.cli._execute_commands import execute
 from data_designer.slurm.cli._profile_commands import profile_app
+from data_designer.slurm.cli._status_commands import status, wait
 
 app = typer.Typer(
     name="slurm",
@@ -18,4 +19,6 @@ app = typer.Typer(
 )
 app.add_typer(profile_app, name="profile")
 app.command("execute")(execute)
+app.command("status")(status)
+app.command("wait")(wait)
 app.add_typer(benchmark_app, name="benchmark")

@@ -35,8 +35,11 @@ def run(
     *,
     as_json: bool,
     debug: bool,
+    exit_code: Callable[[ResultT], int] | None = None,
 ) -> None:
-    """Call one service, print its result, and map any error to its exit code."""
+    """Call one service, print its result, and map any error to its exit code.
+
+    ``exit_code`` lets a command print a result and still exit non-zero (the status of a failed run)."""
     from data_designer.slurm.contracts import InternalError, SlurmExtensionError
 
     try:
@@ -58,6 +61,9 @@ def run(
         sys.stdout.write(result.model_dump_json() + "\n")
     else:
         typer.echo(render(result))
+    code = exit_code(result) if exit_code is not None else 0
+    if code:
+        raise typer.Exit(code)
 
 
 def _fail(exc: SlurmExtensionError, *, as_json: bool, debug: bool) -> NoReturn:

@@ -20,7 +20,6 @@ import glob
 import hashlib
 import os
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -66,6 +65,7 @@ from data_designer.slurm.planner import (
     resolve_config,
 )
 from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner, gpus_in_gres
+from data_designer.slurm.runtime.status import SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
     RecordConflict,
@@ -93,8 +93,6 @@ from data_designer.slurm.services._profile import load_profile_file, select_clus
 
 JOB_NAME_PREFIX = "dd-"
 """Job names are ``dd-<run id>-c<chunk>``: unique per run, so Slurm is asked for them by name on resubmission."""
-SINCE_SLACK = timedelta(minutes=10)
-"""How far before the run's creation ``sacct -S`` looks for its jobs (clock skew between login node and Slurm)."""
 _SEED_TYPES_WITH_FILES = frozenset({"local", "directory", "file_contents"})
 _GLOB_CHARS = frozenset("*?[")
 _OPERATION = "execute"
@@ -240,6 +238,8 @@ def _submit(
     try:
         result = scheduler.submit(record.unit, since=record.created_at - SINCE_SLACK)
     except SlurmExtensionError as exc:
+        if exc.info.code == "sbatch_rejected":
+            _record_refusal(layout, exc.info.message, clock)
         exc.info = exc.info.model_copy(
             update={
                 "message": f"run {record.run_id} ({layout.run_dir}): {exc.info.message}",
@@ -275,6 +275,17 @@ def _submit(
         recovered=result.recovered,
         resumed=resumed,
         submission_record=str(appended.path),
+    )
+
+
+def _record_refusal(layout: RunLayout, message: str, clock: Clock) -> None:
+    """Append the scheduler's refusal (no jobs), so ``status`` says why the run is not submitted."""
+    append_record(
+        layout.submissions_dir,
+        SUBMISSION_SCHEMA,
+        SubmissionRecord(submitted_at=clock(), jobs=(), submitted=0, recovered=0, sbatch_calls=1, error=message),
+        clock=clock,
+        operation=_OPERATION,
     )
 
 

@@ -34,6 +34,8 @@ PREFLIGHT_EXIT = EXIT_CODES["environment_mismatch"]
 """The batch script's own exit when the compute Python cannot import the runtime (before any attempt exists)."""
 
 _PARTIAL_ENDINGS = frozenset({"time_limit", "preempted", "cancelled"})
+_SCHEDULER_DECIDED = frozenset({"pending", "running", "stale", "scheduler_inconsistent", "missing"})
+"""States only a live observation can give: with cached evidence they become unknown (the last one is shown)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,9 @@ def classify(
     """The run's status from its snapshot and one observation (None: the scheduler could not be asked and no
     observation was ever recorded). ``evidence`` says whether ``observation`` is live or the last recorded one."""
     tasks = _evidence_index(observation)
-    shards = tuple(_classify_shard(shard, snapshot, tasks, observation, now, rules) for shard in snapshot.shards)
+    shards = tuple(
+        _classify_shard(shard, snapshot, tasks, observation, now, rules, evidence) for shard in snapshot.shards
+    )
     counts = Counter(shard.state for shard in shards)
     records_total = sum(shard.records_total for shard in shards)
     records_done = sum(shard.records_done for shard in shards)
@@ -104,6 +108,7 @@ def _classify_shard(
     observation: Observation | None,
     now: datetime,
     rules: Rules,
+    evidence: SchedulerEvidence,
 ) -> ShardStatus:
     anomalies: list[str] = []
     attempts = tuple(_attempt_status(a, shard, tasks, now) for a in shard.attempts)
@@ -115,6 +120,17 @@ def _classify_shard(
     latest = live[-1] if live else (shard.tasks[-1] if shard.tasks else None)
     ev = tasks.get((latest.job_id, latest.array_task)) if latest is not None else None
     verdict = _verdict(shard, snapshot, latest, ev, observation, now, rules, anomalies)
+    if evidence == "cached" and verdict.state in _SCHEDULER_DECIDED and observation is not None:
+        # The scheduler could not be asked now: what only it can tell is unknown; the last known state is shown.
+        age = max(0.0, (now - _parse(observation.observed_at)).total_seconds())
+        verdict = _Verdict(
+            "unknown",
+            reason="scheduler_unavailable",
+            message=f"the scheduler could not be asked; last known: {verdict.state} ({age:.0f}s ago)",
+            last_log_line=verdict.last_log_line,
+            phase=verdict.phase,
+            live_records=verdict.live_records,
+        )
     done = shard.records_done
     return ShardStatus(
         shard=shard.plan.shard,

@@ -1,0 +1,259 @@
+"""``data-designer slurm status RUN`` and ``wait RUN``: how a run stands, from any fresh shell."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from data_designer.slurm.cli._output import DebugOption, JsonOption, run, table
+from data_designer.slurm.cli._profile_commands import ClusterOption, ProfileOption
+
+if TYPE_CHECKING:
+    from data_designer.slurm.contracts import RunStatus, ShardStatus, WaitResult
+
+EXIT_UNAVAILABLE = 5
+EXIT_CHECK_FAILED = 6
+CSV_COLUMNS = (
+    "shard",
+    "state",
+    "records_done",
+    "records_total",
+    "reason",
+    "job_id",
+    "array_task",
+    "attempts",
+    "message",
+    "last_log_line",
+)
+"""The fixed header of ``status --format csv`` (one row per shard)."""
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="The run id 'execute' printed, or its run directory.")]
+
+
+def status(
+    run_ref: RunArgument,
+    shards: Annotated[bool, typer.Option("--shards", help="List every shard, not only those not succeeded.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Exit 6 unless the run succeeded.")] = False,
+    no_refresh: Annotated[
+        bool, typer.Option("--no-refresh", help="Do not ask Slurm: classify with the last recorded observation.")
+    ] = False,
+    output: Annotated[Format, typer.Option("--format", help="table, json or csv.")] = Format.table,
+    profile: ProfileOption = None,
+    cluster: ClusterOption = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show how a run stands: records done, shards per state, and why each shard that is not succeeded is not.
+
+    One squeue and one sacct call for the whole run (appended to the run directory as an observation); when
+    Slurm cannot be asked, the last recorded observation is used and its age shown.
+
+    Exit codes: 0 (whatever the run's state); 5 Slurm could not be asked and a shard is unknown (the last known
+    state is still printed); 6 with --check unless the run succeeded; 2 invalid input; 3 no such run.
+    """
+    from data_designer.slurm.services import is_unavailable, run_status
+
+    fmt = Format.json if as_json else output
+
+    def exit_code(result: RunStatus) -> int:
+        if is_unavailable(result):
+            return EXIT_UNAVAILABLE
+        return EXIT_CHECK_FAILED if check and not result.succeeded else 0
+
+    run(
+        "status",
+        lambda: run_status(run_ref, profile=profile, cluster=cluster, refresh=not no_refresh),
+        (lambda result: render_csv(result)) if fmt is Format.csv else (lambda result: render_status(result, shards)),
+        as_json=fmt is Format.json,
+        debug=debug,
+        exit_code=exit_code,
+    )
+
+
+def wait(
+    run_ref: RunArgument,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0, help="Give up after this many seconds (exit 6). Default: a day.")
+    ] = 24 * 3600.0,
+    interval: Annotated[float, typer.Option("--interval", min=0.1, help="Seconds between polls.")] = 15.0,
+    profile: ProfileOption = None,
+    cluster: ClusterOption = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Wait in the foreground until a run ends, showing records done (a bounded poll; Ctrl-C stops only the wait).
+
+    Exit codes: 0 the run succeeded; 6 it ended otherwise, or the timeout passed; 5 Slurm could not be asked
+    and shards were unknown when the timeout passed.
+    """
+    from data_designer.slurm.services import wait_run
+
+    progress = _Progress(enabled=not as_json)
+
+    def exit_code(result: WaitResult) -> int:
+        return {"succeeded": 0, "unavailable": EXIT_UNAVAILABLE}.get(result.outcome, EXIT_CHECK_FAILED)
+
+    try:
+        run(
+            "wait",
+            lambda: wait_run(
+                run_ref, profile=profile, cluster=cluster, timeout_s=timeout, interval_s=interval, on_poll=progress.show
+            ),
+            lambda result: (
+                f"wait: {result.outcome} after {result.waited_s:.0f}s ({result.polls} polls)\n"
+                + render_status(result.status, False)
+            ),
+            as_json=as_json,
+            debug=debug,
+            exit_code=exit_code,
+        )
+    finally:
+        progress.close()
+
+
+class _Progress:
+    """A Rich progress bar of records done on a terminal; one plain line per poll otherwise."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self._enabled = enabled
+        self._bar: object | None = None
+        self._task: object | None = None
+        self._tty = enabled and sys.stderr.isatty()
+
+    def show(self, result: RunStatus) -> None:
+        if not self._enabled:
+            return
+        if not self._tty:
+            typer.echo(summary(result), err=True)
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        if self._bar is None:
+            bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                transient=True,
+            )
+            bar.start()
+            self._task = bar.add_task(result.run_id, total=result.records_total)
+            self._bar = bar
+        assert isinstance(self._bar, Progress)
+        self._bar.update(self._task, completed=result.records_done, description=_counts(result))  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        if self._bar is not None:
+            from rich.progress import Progress
+
+            assert isinstance(self._bar, Progress)
+            self._bar.stop()
+
+
+def summary(result: RunStatus) -> str:
+    """One line: state, records, shards per state, where the evidence came from and how old, the ETA."""
+    pct = 100.0 * result.records_done / result.records_total
+    parts = [
+        f"{result.run_id}: {result.state}",
+        f"records {result.records_done}/{result.records_total} ({pct:.0f}%)",
+        f"shards {_counts(result)}",
+        _evidence(result),
+    ]
+    if result.eta_s is not None and result.state in ("running", "pending") and result.eta_s > 0:
+        parts.append(f"ETA {_duration(result.eta_s)}")
+    return "; ".join(parts)
+
+
+def render_status(result: RunStatus, every_shard: bool) -> str:
+    lines = [summary(result)]
+    if result.submission_error:
+        lines.append(f"not submitted: {result.submission_error}")
+    shown = [s for s in result.shards if every_shard or s.state != "succeeded"]
+    if shown:
+        rows = [
+            [
+                str(s.shard),
+                s.state,
+                f"{s.records_done}/{s.records_total}",
+                _why(s),
+                _job(s),
+                str(len(s.attempts)),
+                s.last_log_line or "",
+            ]
+            for s in shown
+        ]
+        lines.append(table(["SHARD", "STATE", "RECORDS", "REASON", "JOB", "ATTEMPTS", "LAST LOG LINE"], rows))
+    anomalies = [f"shard {s.shard}: {note}" for s in result.shards for note in s.anomalies]
+    if anomalies:
+        lines.append("anomalies:")
+        lines.extend(f"  {note}" for note in anomalies[:20])
+        if len(anomalies) > 20:
+            lines.append(f"  ... and {len(anomalies) - 20} more (--json shows all)")
+    return "\n".join(lines)
+
+
+def render_csv(result: RunStatus) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for s in result.shards:
+        writer.writerow(
+            [
+                s.shard,
+                s.state,
+                s.records_done,
+                s.records_total,
+                s.reason or "",
+                s.job_id or "",
+                "" if s.array_task is None else s.array_task,
+                len(s.attempts),
+                s.message or "",
+                s.last_log_line or "",
+            ]
+        )
+    return buffer.getvalue().rstrip("\n")
+
+
+def _why(shard: ShardStatus) -> str:
+    if shard.state == "running":
+        return shard.phase or ""
+    parts = [part for part in (shard.reason, shard.message) if part]
+    return ": ".join(parts)
+
+
+def _job(shard: ShardStatus) -> str:
+    if shard.job_id is None:
+        return ""
+    return shard.job_id if shard.array_task is None else f"{shard.job_id}_{shard.array_task}"
+
+
+def _counts(result: RunStatus) -> str:
+    return ", ".join(f"{count} {state}" for state, count in result.counts.items()) or "none"
+
+
+def _evidence(result: RunStatus) -> str:
+    if result.evidence == "none":
+        return "no scheduler evidence"
+    age = f" ({_duration(result.evidence_age_s or 0.0)} old)" if result.evidence == "cached" else ""
+    return f"scheduler evidence {result.evidence}{age}"
+
+
+def _duration(seconds: float) -> str:
+    total = round(seconds)
+    if total < 120:
+        return f"{total}s"
+    if total < 7200:
+        return f"{total // 60}m{total % 60:02d}s"
+    return f"{total // 3600}h{(total % 3600) // 60:02d}m"
