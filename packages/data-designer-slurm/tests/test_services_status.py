@@ -97,7 +97,8 @@ class Env:
         return run_status(self.run_id, profile=self.profile, runner=self.fake, clock=self.fake.clock, **kwargs)  # type: ignore[arg-type]
 
     def job(self) -> str:
-        return json.loads(next(self.layout.submissions_dir.glob("*.json")).read_text())["payload"]["jobs"][0]["job_id"]
+        record = json.loads(next(self.layout.submissions_dir.glob("*.json")).read_text())
+        return str(record["payload"]["jobs"][0]["job_id"])
 
     def end_attempt(self, shard: int, status: str, *, exit_code: int, message: str) -> None:
         """The records a supervisor leaves for an attempt of ``shard`` that ended without a result."""
@@ -307,8 +308,8 @@ def test_cli_status_prints_the_result_and_exits_by_state(env: Env, monkeypatch: 
     import data_designer.slurm.services._status as status_module
 
     # the CLI builds the process runner itself: hand it the fake (the wall clock then dates the evidence)
-    monkeypatch.setattr(status_module, "SubprocessRunner", lambda env=None: fake)
     fake = env.fake
+    monkeypatch.setattr(status_module, "SubprocessRunner", lambda env=None: fake)
     cli = CliRunner()
     table = cli.invoke(app, ["status", env.run_id, "--profile", str(env.profile)])
     assert table.exit_code == 0, table.output
