@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from data_designer.slurm.contracts import (
+    BenchmarkPlan,
     BenchmarkSpec,
     ClusterFacts,
     ClusterProfile,
@@ -17,7 +18,6 @@ from data_designer.slurm.contracts import (
     InvalidInputError,
     VllmDeployment,
 )
-from data_designer.slurm.contracts._benchmark_plan import BenchmarkPlan
 from data_designer.slurm.planner import parse_document, sha256_digest, validate_document
 from data_designer.slurm.planner._compile import plan_digest
 from data_designer.slurm.planner._expand import CHILD_ID_LENGTH, benchmark_plan_digest, child_id, expand

@@ -15,8 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from data_designer.slurm.contracts import BenchmarkSpec, ClusterProfile
-from data_designer.slurm.contracts._benchmark_plan import BenchmarkPlan
+from data_designer.slurm.contracts import BenchmarkPlan, BenchmarkSpec, ClusterProfile
 from data_designer.slurm.planner import parse_document, validate_document
 from data_designer.slurm.planner._expand import expand
 from data_designer.slurm.planner._inputs import load_base_run, resolve_config

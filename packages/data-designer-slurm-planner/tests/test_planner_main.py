@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from data_designer.slurm.contracts import ExecutionPlan, SubmissionUnit
-from data_designer.slurm.contracts._benchmark_plan import BenchmarkPlan
+from data_designer.slurm.contracts import BenchmarkPlan, ExecutionPlan, SubmissionUnit
 from data_designer.slurm.planner import canonical_json
 from data_designer.slurm.planner._main import main
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 
 import pytest
 from hypothesis import given
@@ -20,7 +21,7 @@ from data_designer.slurm.planner import (
 )
 
 
-def indices(ranges: tuple[Range, ...] | list[Range]) -> set[int]:
+def indices(ranges: Iterable[tuple[int, int]]) -> set[int]:
     return {i for start, stop in ranges for i in range(start, stop)}
 
 

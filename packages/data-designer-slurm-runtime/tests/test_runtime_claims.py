@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from data_designer.slurm.contracts.records import ClaimOwner
+from data_designer.slurm.contracts.records import CLAIM_SCHEMA, ClaimOwner
 from data_designer.slurm.runtime.store._claims import (
-    CLAIM_SCHEMA,
     AlreadyClaimed,
     AttemptClaim,
     Claimed,

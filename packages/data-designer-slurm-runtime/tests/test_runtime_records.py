@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
 from data_designer.slurm.contracts import InternalError, UnavailableError
-from data_designer.slurm.contracts.records import RecordEnvelope
+from data_designer.slurm.contracts.records import RecordEnvelope, RecordSchema
 from data_designer.slurm.planner import canonical_json, sha256_digest
 from data_designer.slurm.runtime.store._record_io import (
     RecordAppended,
@@ -26,7 +26,6 @@ from data_designer.slurm.runtime.store._record_io import (
     RecordCorrupt,
     RecordMissing,
     RecordOk,
-    RecordSchema,
     RecordUnreadable,
     RecordWritten,
     RecordWrongSchema,
@@ -156,7 +155,8 @@ _CHILD = textwrap.dedent(
     from datetime import UTC, datetime
     from pathlib import Path
     from pydantic import BaseModel, ConfigDict
-    from data_designer.slurm.runtime.store._record_io import RecordSchema, RecordWritten, append_record, write_record_once
+    from data_designer.slurm.contracts.records import RecordSchema
+    from data_designer.slurm.runtime.store._record_io import RecordWritten, append_record, write_record_once
 
     class Beat(BaseModel):
         model_config = ConfigDict(frozen=True, extra="forbid", strict=True)

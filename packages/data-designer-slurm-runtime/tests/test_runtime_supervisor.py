@@ -35,12 +35,13 @@ from data_designer.slurm.contracts.records import (
     HeartbeatRecord,
     IndexRange,
     OutputManifest,
+    RecordSchema,
     StatusRecord,
 )
 from data_designer.slurm.planner import compile, load_run, resolve_config
 from data_designer.slurm.runtime.store._claims import claim, owner_from_environment
 from data_designer.slurm.runtime.store._layout import ENDPOINTS_RECORD, RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, RecordSchema, read_record, write_record_once
+from data_designer.slurm.runtime.store._record_io import RecordOk, read_record, write_record_once
 from data_designer.slurm.runtime.testing import (
     assign_attempt,
     processes_mentioning,

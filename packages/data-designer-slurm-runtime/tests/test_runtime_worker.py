@@ -32,6 +32,7 @@ from data_designer.slurm.contracts.records import (
     IndexRange,
     InputFile,
     InputsManifest,
+    RecordSchema,
     SeedRewrite,
     SubmissionRecord,
     WorkerError,
@@ -40,7 +41,6 @@ from data_designer.slurm.planner import canonical_json, compile, load_run, resol
 from data_designer.slurm.runtime.store._layout import RunLayout
 from data_designer.slurm.runtime.store._record_io import (
     RecordOk,
-    RecordSchema,
     append_record,
     read_record,
     replace_record,

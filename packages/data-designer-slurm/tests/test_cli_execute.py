@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from data_designer.slurm.cli._app import app
-from data_designer.slurm.contracts._dry_run import RunDryRun
+from data_designer.slurm.contracts import RunDryRun
 from data_designer.slurm.services import plan_run
 
 PROFILE = """\

@@ -22,13 +22,18 @@ from data_designer.slurm.contracts import (
     NotFoundError,
     UnavailableError,
 )
-from data_designer.slurm.contracts.records import InputsManifest, RunRecord, SubmissionRecord
+from data_designer.slurm.contracts.records import (
+    INPUTS_SCHEMA,
+    RUN_SCHEMA,
+    SUBMISSION_SCHEMA,
+    InputsManifest,
+    RunRecord,
+    SubmissionRecord,
+)
 from data_designer.slurm.planner import canonical_json, plan_digest
-from data_designer.slurm.runtime.store._layout import RunIdFactory, RunLayout, run_id_factory
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
+from data_designer.slurm.runtime.store import RecordOk, RunIdFactory, RunLayout, read_record, run_id_factory
 from data_designer.slurm.runtime.testing import FakeSlurm
 from data_designer.slurm.services import execute_run
-from data_designer.slurm.services._execute import INPUTS_SCHEMA, RUN_SCHEMA, SUBMISSION_SCHEMA
 
 CREATED = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 RUN_ID = "reviews-20260301T120000Z-abc123"

@@ -4,6 +4,7 @@ from data_designer.slurm.planner._argv import (
     CLIENT_BOUND_NAMES,
     SERVER_API_KEY_ENV,
     SERVER_BOUND_NAMES,
+    VLLM_API_KEY_ENV,
     WORKER_MODULE,
     bind_argv,
     escape_braces,
@@ -67,6 +68,7 @@ from data_designer.slurm.planner._ranges import (
     normalise_ranges,
 )
 from data_designer.slurm.planner._sbatch import (
+    ENVIRONMENT_MISMATCH_EXIT_CODE,
     PLAN_FILE,
     RETRY_ATTEMPT_ENV,
     SUPERVISOR_MODULE,
@@ -100,6 +102,7 @@ __all__ = [
     "CLIENT_BOUND_NAMES",
     "CONTROLLED_FLAGS",
     "DIGEST_ALGORITHM",
+    "ENVIRONMENT_MISMATCH_EXIT_CODE",
     "INLINE_CONFIG_FILE",
     "MAX_RUN_SEED",
     "MODEL_COLUMN_TYPES",
@@ -115,6 +118,7 @@ __all__ = [
     "SUBMISSION_FILE",
     "SUPERVISOR_MODULE",
     "SUPPORTED_VLLM",
+    "VLLM_API_KEY_ENV",
     "WORKER_MODULE",
     "Document",
     "DryRunFile",

@@ -43,7 +43,10 @@ from typing import Any
 from data_designer.slurm.contracts import (
     Axis,
     BaseRun,
+    BenchmarkChild,
+    BenchmarkPlan,
     BenchmarkSpec,
+    CaseValue,
     ClusterFacts,
     ClusterProfile,
     CommandDeployment,
@@ -64,7 +67,6 @@ from data_designer.slurm.contracts import (
     Unresolved,
     VllmDeployment,
 )
-from data_designer.slurm.contracts._benchmark_plan import BenchmarkChild, BenchmarkPlan, CaseValue
 from data_designer.slurm.planner._compile import compile
 from data_designer.slurm.planner._digest import canonical_json, sha256_digest
 from data_designer.slurm.planner._document import Document, format_key_path

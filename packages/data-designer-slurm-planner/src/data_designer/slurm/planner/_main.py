@@ -34,6 +34,7 @@ from typing import TextIO
 
 from data_designer.slurm.contracts import (
     PROFILE_ENV_VAR,
+    BenchmarkPlan,
     BenchmarkSpec,
     ClusterFacts,
     ClusterProfile,
@@ -48,7 +49,6 @@ from data_designer.slurm.contracts import (
     UnavailableError,
     Unresolved,
 )
-from data_designer.slurm.contracts._benchmark_plan import BenchmarkPlan
 from data_designer.slurm.planner._compile import compile
 from data_designer.slurm.planner._document import Document, format_key_path, parse_document
 from data_designer.slurm.planner._dry_run import DryRunFile, benchmark_files, plan_files

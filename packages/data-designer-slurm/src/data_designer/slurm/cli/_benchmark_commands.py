@@ -20,7 +20,7 @@ from data_designer.slurm.cli._output import DebugOption, JsonOption, run, table
 from data_designer.slurm.cli._profile_commands import ClusterOption, ProfileOption
 
 if TYPE_CHECKING:
-    from data_designer.slurm.contracts._dry_run import BenchmarkDryRun
+    from data_designer.slurm.contracts import BenchmarkDryRun
 
 benchmark_app = typer.Typer(
     name="benchmark",

@@ -11,8 +11,14 @@ from data_designer.slurm.cli._output import DebugOption, JsonOption, run, table
 from data_designer.slurm.cli._profile_commands import ClusterOption, ProfileOption
 
 if TYPE_CHECKING:
-    from data_designer.slurm.contracts import ExecuteResult, PlanWarning, Unresolved
-    from data_designer.slurm.contracts._dry_run import DryRunOutput, PlanSummary, RunDryRun
+    from data_designer.slurm.contracts import (
+        DryRunOutput,
+        ExecuteResult,
+        PlanSummary,
+        PlanWarning,
+        RunDryRun,
+        Unresolved,
+    )
 
 DryRunFlag = Annotated[
     bool,

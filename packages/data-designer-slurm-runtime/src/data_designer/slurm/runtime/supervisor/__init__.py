@@ -4,6 +4,8 @@
 records it writes are in :mod:`data_designer.slurm.contracts.records`.
 """
 
+from data_designer.slurm.runtime.supervisor._attempt import DEFAULT_POLL_S
+from data_designer.slurm.runtime.supervisor._containers import LAUNCHER_FILE
 from data_designer.slurm.runtime.supervisor._main import main
 
-__all__ = ["main"]
+__all__ = ["DEFAULT_POLL_S", "LAUNCHER_FILE", "main"]
