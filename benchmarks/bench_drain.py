@@ -46,13 +46,13 @@ from data_designer.slurm.contracts.records import (
     STATUS_SCHEMA,
     AttemptRecord,
     OutputManifest,
+    RecordSchema,
     StatusRecord,
 )
 from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, RecordSchema, read_record
+from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
 from data_designer.slurm.runtime.testing import run_logs, wait_for_record
-from data_designer.slurm.runtime.worker._drain import DEFAULT_SETTLE_S
+from data_designer.slurm.runtime.worker import DEFAULT_SETTLE_S
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -29,8 +29,7 @@ from typing import Any
 
 from benchmarks._harness import Benchmark, Figure, RunContext, Target, median_seconds
 from data_designer.slurm.contracts import BenchmarkSpec, ClusterFacts, ClusterProfile, RunSpec
-from data_designer.slurm.planner import Document, compile, resolve_config
-from data_designer.slurm.planner._expand import expand
+from data_designer.slurm.planner import Document, compile, expand, resolve_config
 
 COMPILE_SHARDS = 10_000
 EXPAND_CHILDREN = 1_000

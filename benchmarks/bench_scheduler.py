@@ -78,6 +78,7 @@ def held_unit(tasks: int, *, max_array_size: int, prefix: str) -> SubmissionUnit
         chunks.append(
             SubmissionChunk(
                 job_name=f"{prefix}-c{number}",
+                chunk=number,
                 array_spec=f"0-{count - 1}",
                 index_offset=offset,
                 tasks=tuple(ArrayTaskBinding(index=i, shard=offset + i, attempt=1) for i in range(count)),

@@ -37,9 +37,8 @@ from data_designer.slurm.contracts.records import (
     StatusRecord,
 )
 from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
-from data_designer.slurm.runtime.supervisor._attempt import DEFAULT_POLL_S
+from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
+from data_designer.slurm.runtime.supervisor import DEFAULT_POLL_S
 
 POLL_TIMEOUT_S = 300.0
 SUPERVISOR_OVERHEAD = Target.at_most(0.5)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from data_designer.slurm.runtime.testing._test_server import StubServerConfig, stub_server_argv
+from data_designer.slurm.runtime.testing import StubServerConfig, stub_server_argv
 
 pytestmark = pytest.mark.host
 

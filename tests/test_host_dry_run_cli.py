@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from data_designer.slurm.contracts import PROFILE_ENV_VAR, ExecutionPlan, SubmissionUnit
-from data_designer.slurm.contracts._dry_run import BenchmarkDryRun, RunDryRun
+from data_designer.slurm.contracts import PROFILE_ENV_VAR, BenchmarkDryRun, ExecutionPlan, RunDryRun, SubmissionUnit
 
 pytestmark = pytest.mark.host
 

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,8 +35,7 @@ from data_designer.slurm.contracts.records import (
     OutputManifest,
 )
 from data_designer.slurm.planner import bind_argv, canonical_json, compile, load_run, missing_ranges, resolve_config
-from data_designer.slurm.runtime.store._layout import ENDPOINTS_RECORD, RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record, write_record_once
+from data_designer.slurm.runtime.store import ENDPOINTS_RECORD, RecordOk, RunLayout, read_record, write_record_once
 from data_designer.slurm.runtime.testing import TEST_SERVER_MODULE, assign_attempt, wait_for_record
 
 pytestmark = pytest.mark.host
@@ -146,7 +145,7 @@ def prepare_attempt(
     *,
     shard: int,
     attempt: int,
-    assigned: list[tuple[int, int]],
+    assigned: Sequence[tuple[int, int]],
 ) -> None:
     """What the supervisor writes before it starts the worker: attempt.json (the assigned ranges), endpoints.json."""
     assign_attempt(layout, plan_digest=plan.digest, shard=shard, attempt=attempt, assigned=assigned)
@@ -320,7 +319,7 @@ def test_an_unset_api_key_variable_exits_2(servers: dict[str, Server], tmp_path:
 def test_tiktoken_never_downloads_in_the_worker(tmp_path: Path) -> None:
     script = (
         "import time, tiktoken\n"
-        "from data_designer.slurm.runtime.worker._host import forbid_tiktoken_downloads\n"
+        "from data_designer.slurm.runtime.worker import forbid_tiktoken_downloads\n"
         "forbid_tiktoken_downloads()\n"
         "started = time.perf_counter()\n"
         "try:\n"

@@ -23,8 +23,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from data_designer.slurm.planner import parse_document
-from data_designer.slurm.planner._inputs import load_run
+from data_designer.slurm.planner import load_run, parse_document
 
 GOLDEN = Path(__file__).resolve().parents[1] / "packages" / "data-designer-slurm-planner" / "tests" / "golden"
 SCRIPT = GOLDEN / "compile_cases.py"

@@ -19,7 +19,7 @@ from types import ModuleType
 import pytest
 
 from data_designer.slurm.contracts import ExecutionPlan, SubmissionBinding
-from data_designer.slurm.planner._sbatch import bind_submission
+from data_designer.slurm.planner import bind_submission
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "packages" / "data-designer-slurm-planner" / "tests" / "golden"

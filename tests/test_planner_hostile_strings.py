@@ -21,8 +21,7 @@ from typing import Any
 import pytest
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan, ImageRecord
-from data_designer.slurm.planner._compile import compile
-from data_designer.slurm.planner._inputs import load_run, resolve_config
+from data_designer.slurm.planner import compile, load_run, resolve_config
 
 HOSTILE = "$(touch PWNED1) `touch PWNED2` 'single' \"double\" ; touch PWNED3 & | > PWNED4 \\ * ~ {{x}} é"
 """In a command argv template ``{{x}}`` is an escaped literal ``{x}``; everywhere else it is delivered as written."""
@@ -42,7 +41,7 @@ SUPERVISOR = """#!{python}
 # plan, bind every argv template and start it through `srun` without a shell.
 import json, os, subprocess, sys
 from data_designer.slurm.contracts import ExecutionPlan
-from data_designer.slurm.planner._argv import bind_argv
+from data_designer.slurm.planner import bind_argv
 
 dump = os.environ["HOSTILE_DUMP"]
 if sys.argv[1:2] == ["-c"]:  # the script's preflight import check

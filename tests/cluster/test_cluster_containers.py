@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from data_designer.slurm.runtime.supervisor._containers import LAUNCHER_FILE
+from data_designer.slurm.runtime.supervisor import LAUNCHER_FILE
 from data_designer.slurm.runtime.testing import SHIM_LOG_NAME, install_shims, read_shim_log
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -36,13 +36,12 @@ from data_designer.slurm.contracts.records import (
     STATUS_SCHEMA,
     AttemptRecord,
     OutputManifest,
+    RecordSchema,
     StatusRecord,
 )
 from data_designer.slurm.planner import bind_retry, missing_ranges
 from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime.store._coverage import shard_coverage
-from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, RecordSchema, read_record
+from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record, shard_coverage
 from data_designer.slurm.runtime.testing import TEST_SERVER_MODULE, command_lines, run_logs, wait_for_record
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -17,12 +17,17 @@ from pathlib import Path
 import pytest
 
 from data_designer.slurm.contracts import ExecuteResult, ExecutionPlan
-from data_designer.slurm.contracts.records import InputsManifest, RunRecord, SubmissionRecord
+from data_designer.slurm.contracts.records import (
+    INPUTS_SCHEMA,
+    RUN_SCHEMA,
+    SUBMISSION_SCHEMA,
+    InputsManifest,
+    RunRecord,
+    SubmissionRecord,
+)
 from data_designer.slurm.planner import ProfileTemplate, plan_digest, render_profile
 from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
-from data_designer.slurm.services._execute import INPUTS_SCHEMA, RUN_SCHEMA, SUBMISSION_SCHEMA
+from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
 
 pytestmark = pytest.mark.cluster
 

@@ -32,12 +32,12 @@ from data_designer.slurm.contracts.records import (
     STATUS_SCHEMA,
     AttemptRecord,
     OutputManifest,
+    RecordSchema,
     StatusRecord,
 )
 from data_designer.slurm.planner import ProfileTemplate, render_profile
 from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, RecordSchema, read_record
+from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
 from data_designer.slurm.runtime.testing import TEST_SERVER, run_logs
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -333,8 +333,8 @@ def test_a_compute_python_without_the_runtime_fails_as_environment_mismatch(
     ends the job with the supervisor's ``environment_mismatch`` exit code (6) before ``exec``; Slurm's record
     then classifies it, and the job's error file names the missing package. No attempt is claimed.
     """
-    from data_designer.slurm.planner._sbatch import ENVIRONMENT_MISMATCH_EXIT_CODE
-    from data_designer.slurm.runtime.supervisor import EXIT_CODES
+    from data_designer.slurm.contracts.records import EXIT_CODES
+    from data_designer.slurm.planner import ENVIRONMENT_MISMATCH_EXIT_CODE
 
     assert EXIT_CODES["environment_mismatch"] == ENVIRONMENT_MISMATCH_EXIT_CODE
     bare = tmp_path / "bare-venv"

@@ -22,11 +22,16 @@ import pytest
 from pydantic import BaseModel
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan, SubmissionBinding
-from data_designer.slurm.contracts.records import ATTEMPT_SCHEMA, STATUS_SCHEMA, AttemptRecord, StatusRecord
+from data_designer.slurm.contracts.records import (
+    ATTEMPT_SCHEMA,
+    STATUS_SCHEMA,
+    AttemptRecord,
+    RecordSchema,
+    StatusRecord,
+)
 from data_designer.slurm.planner import bind_submission, compile, load_run, resolve_config
 from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, RecordSchema, read_record
+from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
 from data_designer.slurm.runtime.testing import (
     processes_mentioning,
     run_logs,
