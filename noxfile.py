@@ -193,14 +193,17 @@ def _wheel_tests(session: nox.Session, venv: Path, *files: str, env: dict[str, s
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff lint and format check over the whole repo, plus ``bash -n`` on the shell scripts.
+    """Ruff lint and format check over the whole repo, the public-imports check, and ``bash -n`` on shell scripts.
 
     Each package's pyproject bans upward imports (contracts <- planner <- runtime <- services/cli), so the
-    dependency direction is linted here too.
+    dependency direction is linted here too. ``scripts/check-public-imports`` fails on any import of a package's
+    ``_private`` modules from outside that package (another package's src or tests, tests/, benchmarks/,
+    wheel_tests/, fern/, scripts/, this noxfile, the user-facing docs).
     """
     _sync(session)
     _uv_run(session, "ruff", "check", ".")
     _uv_run(session, "ruff", "format", "--check", ".")
+    _uv_run(session, "python", "scripts/check-public-imports")
     scripts = [ROOT / ".ci" / "run", *sorted((ROOT / "scripts").glob("*"))]
     for script in scripts:
         if script.is_file() and script.read_text(encoding="utf-8", errors="replace").startswith("#!/usr/bin/env bash"):
