@@ -295,7 +295,7 @@ SHARD_SCRIPT = textwrap.dedent(
     for shard in (0, 1, 0):
         builder = dd.DataDesignerConfigBuilder.from_config(config)
         designer = DataDesigner(artifact_path=artifacts)
-        # What the runtime worker does right before create (architecture/sharding.md).
+        # What the runtime worker does right before create (docs/architecture/sharding.md).
         seed = derive_sampler_seed(run_seed, shard)
         numpy.random.seed(list(sampler_seed_words(seed)))
         random.seed(seed)

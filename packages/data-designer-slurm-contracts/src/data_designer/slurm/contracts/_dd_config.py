@@ -35,7 +35,7 @@ ConfigFindingCode = Literal[
     "undefined_alias",
     "default_model_configs",
 ]
-"""Every finding the config reader reports (see ``architecture/sharding.md`` for each)."""
+"""Every finding the config reader reports (see ``docs/architecture/sharding.md`` for each)."""
 
 ConfigLayout = Literal["builder", "shorthand"]
 """``builder``: ``{data_designer: {...}, library_version}`` as ``write_config`` writes it; ``shorthand``: the

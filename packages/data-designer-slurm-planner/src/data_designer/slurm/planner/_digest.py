@@ -65,7 +65,7 @@ def derive_sampler_seed(run_seed: int, shard_index: int) -> int:
 
     The same (run seed, shard index) always gives the same seed, whatever the attempt, so a retried
     shard draws the same sampler values; different shards get unrelated seeds. See
-    ``architecture/sharding.md`` for how the runtime applies it.
+    ``docs/architecture/sharding.md`` for how the runtime applies it.
     """
     _require_seed_part("run_seed", run_seed, MAX_RUN_SEED, hint=f"use an integer from 0 to {MAX_RUN_SEED}")
     _require_seed_part("shard_index", shard_index, None, hint="count shards from 0")
@@ -78,7 +78,7 @@ def derive_range_seed(shard_seed: int, shard_start: int, range_start: int) -> in
 
     A later attempt that generates only the indices its predecessors did not publish (a resumed range) seeds
     each range from the shard seed and the range's first index, so resuming from different points draws
-    different values and the same resume point draws the same ones. See ``architecture/sharding.md``.
+    different values and the same resume point draws the same ones. See ``docs/architecture/sharding.md``.
     """
     sampler_seed_words(shard_seed)  # validates the shard seed
     _require_seed_part("shard_start", shard_start, None, hint="count records from 0")

@@ -1,6 +1,6 @@
 """Record-index ranges as half-open ``(start, stop)`` pairs: normalising, subtracting, finding overlaps.
 
-A shard's output is the union of its attempts' outputs over disjoint ranges (``architecture/run-directory.md``):
+A shard's output is the union of its attempts' outputs over disjoint ranges (``docs/architecture/run-directory.md``):
 an attempt is assigned the shard's range minus what earlier attempts published (:func:`missing_ranges`), and a
 reader that finds two attempts covering one index takes it from the lowest-numbered attempt
 (:func:`first_claims`), reporting the overlap. Pure functions over ints: the planner, the runtime and the

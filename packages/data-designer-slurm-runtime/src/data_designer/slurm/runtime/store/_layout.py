@@ -1,4 +1,4 @@
-"""Run ids and the run-directory layout: pure path arithmetic, no I/O (see ``architecture/run-directory.md``).
+"""Run ids and the run-directory layout: pure path arithmetic, no I/O (see ``docs/architecture/run-directory.md``).
 
 A run id is ``<run name>-<YYYYMMDDTHHMMSSZ>-<6 lowercase hex>``; the name follows the contracts'
 ``Name`` rule (lowercase letters, digits, ``.``, ``_``, ``-``), so a run id is always one safe path

@@ -388,7 +388,7 @@ class Supervisor:
             ENV_ATTEMPT_DIR: str(self.attempt_dir),
             ENV_ENDPOINTS: str(self.attempt_dir / ENDPOINTS_RECORD),
             # The host's order of sampler draws follows set iteration order: a fixed hash seed keeps a
-            # shard's sampler values the same from run to run (architecture/sharding.md).
+            # shard's sampler values the same from run to run (docs/architecture/sharding.md).
             "PYTHONHASHSEED": "0",
         }
         log = self.layout.log_file(self.task.shard, self.task.attempt, "client")

@@ -186,7 +186,10 @@ def validate(designer: Any, builder: Any) -> None:
 
 
 def seed_generators(seed: int) -> None:
-    """Seed every generator the host's samplers draw from (see ``architecture/sharding.md``); call right before create."""
+    """Seed every generator the host's samplers draw from; call right before create.
+
+    See ``docs/architecture/sharding.md``.
+    """
     numpy.random.seed(list(sampler_seed_words(seed)))
     random.seed(seed)
     faker.Faker.seed(seed)
