@@ -11,7 +11,7 @@ from data_designer.slurm.cli._status_commands import status, wait
 
 app = typer.Typer(
     name="slurm",
-    help="Run Data Designer jobs on Slurm GPU clusters: profiles, runs, status, retries, merges and benchmarks.",
+    help="Run Data Designer jobs on Slurm GPU clusters: profiles, runs (execute, status, wait) and benchmark plans.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
