@@ -55,7 +55,7 @@ from data_designer.slurm.runtime.store._layout import (
     parse_shard,
     run_id_factory,
 )
-from data_designer.slurm.runtime.store._plan import PLAN_SCHEMA, load_plan, load_plan_file
+from data_designer.slurm.runtime.store._plan import PLAN_SCHEMA, digest_problem, load_plan, load_plan_file
 from data_designer.slurm.runtime.store._reader import last_line, read_run, tail_lines
 from data_designer.slurm.runtime.store._record_io import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -148,6 +148,7 @@ __all__ = [
     "claim",
     "coverage_from",
     "decode_record",
+    "digest_problem",
     "encode_record",
     "format_attempt",
     "format_shard",

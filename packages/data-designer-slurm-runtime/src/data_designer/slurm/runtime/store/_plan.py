@@ -9,7 +9,6 @@ accepted too (checksummed like every record).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -29,8 +28,17 @@ def load_plan(layout: RunLayout, *, expected_digest: str | None = None) -> Execu
     return load_plan_file(layout.plan_record, expected_digest=expected_digest)
 
 
-def load_plan_file(path: Path, *, expected_digest: str | None = None) -> ExecutionPlan:
-    """The plan at ``path``, checked against its own digest.
+def digest_problem(plan: ExecutionPlan) -> str | None:
+    """Why ``plan`` is not what its ``digest`` says (None when it is): the one digest check of a loaded plan."""
+    actual = plan_digest(plan)
+    if actual == plan.digest:
+        return None
+    return f"does not match its digest (edited or corrupt): the plan says {plan.digest}, its content hashes to {actual}"
+
+
+def load_plan_file(path: Path, *, expected_digest: str | None = None, verify_digest: bool = True) -> ExecutionPlan:
+    """The plan at ``path``, checked against its own digest (``verify_digest=False``: the caller checks it later
+    with :func:`digest_problem`, as the supervisor does once it knows which attempt's status to write).
 
     Raises NotFoundError ``plan_not_found`` (no file), UnavailableError ``filesystem_unavailable`` (the
     filesystem refused), ConflictError ``plan_mismatch`` (not a plan, edited, or another run's digest).
@@ -49,8 +57,9 @@ def load_plan_file(path: Path, *, expected_digest: str | None = None) -> Executi
             file=str(path),
         ) from exc
     plan = _decode(data, path)
-    if plan_digest(plan) != plan.digest:
-        raise _mismatch(path, "does not match its own digest (edited or corrupt)")
+    problem = digest_problem(plan) if verify_digest else None
+    if problem is not None:
+        raise _mismatch(path, problem)
     if expected_digest is not None and plan.digest != expected_digest:
         raise _mismatch(path, f"has digest {plan.digest}, not the run record's {expected_digest}")
     return plan
@@ -58,18 +67,15 @@ def load_plan_file(path: Path, *, expected_digest: str | None = None) -> Executi
 
 def _decode(data: bytes, path: Path) -> ExecutionPlan:
     try:
-        if data[:1] == b"{" and b'"schema_name"' in data[:200] and b'"payload"' in data:
-            raw = json.loads(data)
-            if isinstance(raw, dict) and "schema_name" in raw and "payload" in raw:
-                found = decode_record(data, PLAN_SCHEMA, path=path)
-                if not isinstance(found, RecordOk):
-                    raise _mismatch(path, f"is a plan record that is {found.status.replace('_', ' ')}")
-                return found.payload
+        # A record's canonical JSON starts with its first sorted key; a plain plan's never is "checksum".
+        if data.startswith(b'{"checksum":'):
+            found = decode_record(data, PLAN_SCHEMA, path=path)
+            if not isinstance(found, RecordOk):
+                raise _mismatch(path, f"is a plan record that is {found.status.replace('_', ' ')}")
+            return found.payload
         return ExecutionPlan.model_validate_json(data)
     except ValidationError as exc:
         raise _mismatch(path, f"is not a valid plan: {exc.error_count()} problem(s)") from exc
-    except ValueError as exc:  # not JSON
-        raise _mismatch(path, f"is not JSON: {exc}") from exc
 
 
 def _mismatch(path: Path, what: str) -> ConflictError:

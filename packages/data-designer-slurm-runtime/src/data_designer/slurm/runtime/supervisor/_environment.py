@@ -21,9 +21,9 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import ExecutionPlan, SlurmExtensionError, __version__
 from data_designer.slurm.contracts.records import FinalStatus
-from data_designer.slurm.planner import bind_argv, plan_digest
+from data_designer.slurm.planner import bind_argv
 from data_designer.slurm.runtime.store._layout import RUNS_DIR, RunLayout
-from data_designer.slurm.runtime.store._plan import load_plan_file
+from data_designer.slurm.runtime.store._plan import digest_problem, load_plan_file
 
 LOCKSTEP_PACKAGES = (
     "data-designer-slurm-contracts",
@@ -67,7 +67,7 @@ def load_plan(path: Path) -> ExecutionPlan:
     """The plan at ``path`` (``store.load_plan_file``); SetupError ``invalid_config`` when it is missing, unreadable,
     not a plan or not its own digest."""
     try:
-        return load_plan_file(path)
+        return load_plan_file(path, verify_digest=False)  # checked by check_digest, with a status.json
     except SlurmExtensionError as exc:
         raise SetupError("invalid_config", exc.info.message) from exc
 
@@ -111,11 +111,9 @@ def identify_task(plan: ExecutionPlan, environ: Mapping[str, str]) -> TaskIdenti
 
 
 def check_digest(plan: ExecutionPlan) -> None:
-    actual = plan_digest(plan)
-    if actual != plan.digest:
-        raise SetupError(
-            "invalid_config", f"plan digest mismatch: the plan says {plan.digest}, its content hashes to {actual}"
-        )
+    problem = digest_problem(plan)
+    if problem is not None:
+        raise SetupError("invalid_config", f"plan digest mismatch: the plan {problem}")
 
 
 def expected_interpreter(plan: ExecutionPlan) -> str | None:
