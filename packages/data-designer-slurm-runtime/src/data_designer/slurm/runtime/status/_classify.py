@@ -173,12 +173,16 @@ def _verdict(
     own = _attempt_of(shard, latest, ev)
     if ev is not None and ev.state in ("pending", "requeued"):
         return _Verdict("pending", reason=ev.reason if ev.reason not in (None, "None") else None)
+    if own is not None and own.status is not None:
+        # The attempt's classified ending is final, even while Slurm still completes the job or the evidence is an
+        # older (cached) observation that saw it running.
+        return _ended(shard, own)
     if ev is not None and ev.state == "running":
         return _running(shard, own, latest, ev, now, rules)
-    if own is not None and own.status is not None:
-        return _ended(shard, own)
     ended = _latest_status(shard)
-    if ev is None and ended is not None and ended.number >= max(a.number for a in shard.attempts):
+    if ended is not None and ended.number >= shard.attempts[-1].number and not _claimed_by_a_task(ended, shard):
+        # The newest attempt ended but its claim names none of the shard's tasks (unreadable): its ending stands.
+        # One claimed by an earlier task speaks for that task only, never for a later (retry) task unseen now.
         return _ended(shard, ended)
     if ev is not None:  # terminal in Slurm, and the task's own attempt wrote no status.json
         return _terminal_without_status(shard, own, latest, ev, now, rules)
@@ -227,7 +231,7 @@ def _ended(shard: ShardSnapshot, attempt: AttemptSnapshot) -> _Verdict:
 def _terminal_without_status(
     shard: ShardSnapshot, own: AttemptSnapshot | None, latest: TaskRef, ev: TaskEvidence, now: datetime, rules: Rules
 ) -> _Verdict:
-    if own is None and not shard.attempts and ev.exit_code == PREFLIGHT_EXIT:
+    if own is None and ev.exit_code == PREFLIGHT_EXIT:  # this incarnation never claimed: the preflight failed
         lines = shard.batch_errors[-1].lines if shard.batch_errors else ()
         cause = next((line for line in reversed(lines) if "Error" in line), lines[-1] if lines else None)
         return _Verdict(
@@ -239,7 +243,9 @@ def _terminal_without_status(
     if ev.state == "cancelled":
         return _Verdict("cancelled", reason="cancelled", message=f"Slurm: {ev.raw_state}")
     ended_at = _parse(ev.end_time) if ev.end_time else None
-    if ended_at is not None and (now - ended_at).total_seconds() < rules.grace_s:
+    # squeue prints no end time: while only it shows the end (sacct lags), the grace cannot have passed
+    unproven = ended_at is None and ev.source == "squeue"
+    if unproven or (ended_at is not None and (now - ended_at).total_seconds() < rules.grace_s):
         return _Verdict("running", phase="stopping", message=f"Slurm: {ev.raw_state}; waiting for status.json")
     detail = f"Slurm says {ev.raw_state}" + (f" (exit {ev.exit_code})" if ev.exit_code is not None else "")
     return _Verdict(
@@ -330,16 +336,30 @@ def _superseded(
 
 
 def _attempt_of(shard: ShardSnapshot, ref: TaskRef, ev: TaskEvidence | None) -> AttemptSnapshot | None:
-    """The newest attempt claimed by this task (by job id and array task; the current incarnation when known)."""
+    """The attempt of the task's current incarnation: the newest attempt claimed by this task (job id, array task),
+    None when the evidence counts more restarts than its claim (the requeued incarnation has not claimed yet).
+
+    The evidence's restart count is a lower bound (squeue alone counts none, sacct may lag a requeue), so a claim
+    with more restarts than the evidence shows is still the current one.
+    """
     mine = [
         a
         for a in shard.attempts
         if a.claim is not None and a.claim.job_id == ref.job_id and a.claim.array_task == ref.array_task
     ]
-    if ev is not None:
-        current = [a for a in mine if a.claim is not None and a.claim.restart_count == ev.restarts]
-        mine = current or mine
-    return mine[-1] if mine else None
+    if not mine:
+        return None
+    newest = mine[-1]
+    if ev is not None and newest.claim is not None and newest.claim.restart_count < ev.restarts:
+        return None
+    return newest
+
+
+def _claimed_by_a_task(attempt: AttemptSnapshot, shard: ShardSnapshot) -> bool:
+    claim = attempt.claim
+    return claim is not None and any(
+        ref.job_id == claim.job_id and ref.array_task == claim.array_task for ref in shard.tasks
+    )
 
 
 def _latest_status(shard: ShardSnapshot) -> AttemptSnapshot | None:
