@@ -381,8 +381,11 @@ def status_of(
     now: datetime = NOW,
     evidence_kind: SchedulerEvidence = "live",
     rules: Rules | None = None,
+    asked: bool = True,
 ) -> RunStatus:
-    return classify(run, observation, now, evidence=evidence_kind, rules=rules or Rules(), scheduler_calls=2)
+    return classify(
+        run, observation, now, evidence=evidence_kind, rules=rules or Rules(), scheduler_calls=2, asked=asked
+    )
 
 
 def one(
@@ -700,6 +703,37 @@ def test_c1_cached_evidence_leaves_what_only_the_scheduler_can_tell_unknown() ->
     ]
     assert result.shards[0].message == "the scheduler could not be asked; last known: running (90s ago)"
     assert result.shards[0].records_done == 3
+
+
+def test_c1_not_asked_the_last_observation_stands_as_it_was() -> None:
+    # status --no-refresh: nobody tried to reach Slurm, so its last answer is shown with its age, not unknown
+    later = NOW + timedelta(seconds=20)
+    running = shard(0, attempt(0, beat_at=later - timedelta(seconds=1), done=3, done_at=later))
+    last = observed(evidence(task(0), "running"))
+    result = status_of(snapshot(running), last, now=later, evidence_kind="cached", asked=False)
+    assert (result.shards[0].state, result.evidence, result.evidence_age_s) == ("running", "cached", 20.0)
+
+
+def test_c1_a_missing_shard_that_the_records_decide_stays_missing() -> None:
+    # no submission holds the shard (S3): the records say so, whether or not Slurm answers
+    other = shard(1, tasks=())
+    result = status_of(snapshot(shard(0), other), observed(), evidence_kind="cached")
+    assert (result.shards[1].state, result.shards[1].reason) == ("missing", "no_submission")
+
+
+def test_s16_a_slurm_state_this_code_does_not_know_is_unknown() -> None:
+    odd = evidence(task(0), "unknown", raw="SPECIAL_EXIT")
+    result = one(shard(0, attempt(0)), observed(odd))
+    assert (result.state, result.reason) == ("unknown", "unknown_task_state")
+    assert "SPECIAL_EXIT" in (result.message or "")
+
+
+def test_s12_a_task_that_ended_before_claiming_shows_slurms_stderr() -> None:
+    late = evidence(task(0), "failed", exit_code=2, end=NOW - timedelta(seconds=DEFAULT_GRACE_S + 1))
+    errors = (BatchError(job_name="dd-t-c0", array_task=0, path="/x.err", lines=("srun: error: bad option",)),)
+    result = one(shard(0, batch_errors=errors), observed(late))
+    assert (result.state, result.last_log_line) == ("scheduler_inconsistent", "srun: error: bad option")
+    assert "before it claimed an attempt" in (result.message or "")
 
 
 # -- E: how a status.json ending maps to a shard state --------------------------------------------------------

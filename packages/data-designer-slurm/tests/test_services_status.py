@@ -164,8 +164,8 @@ def test_no_refresh_asks_nothing_and_classifies_with_the_last_observation(env: E
     assert len(env.fake.calls) == before
     assert status.scheduler_calls == 0
     assert status.evidence == "cached"
-    assert status.counts == {"unknown": 4}  # only a live observation can say a shard is still pending
-    assert all("last known: pending" in (shard.message or "") for shard in status.shards)
+    assert status.counts == {"pending": 4}  # nobody asked: the last answer stands, with its age
+    assert not is_unavailable(status)
 
 
 def test_a_terminal_task_without_status_record_is_stopping_within_the_grace_then_inconsistent(env: Env) -> None:
@@ -228,6 +228,16 @@ def test_sacct_down_still_classifies_from_squeue(env: Env) -> None:
     assert status.sacct is not None
     assert status.sacct.status == "failed"
     assert status.counts == {"running": 4}
+
+
+def test_sacct_down_after_the_jobs_left_squeue_is_unknown_and_unavailable(env: Env) -> None:
+    env.execute()
+    env.fake.advance(30)  # ended and gone from squeue (MinJobAge 10 s), no status record
+    env.fake.fail("sacct")
+    status = env.status()
+    assert status.evidence == "live"
+    assert status.counts == {"unknown": 4}
+    assert is_unavailable(status)
 
 
 def test_a_rejected_first_submission_is_not_submitted_with_the_scheduler_message(tmp_path: Path) -> None:

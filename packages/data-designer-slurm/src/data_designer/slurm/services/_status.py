@@ -63,12 +63,13 @@ def status_of(
         evidence=seen.evidence,
         rules=rules or Rules(),
         scheduler_calls=seen.calls,
+        asked=seen.asked,
     )
 
 
 def is_unavailable(status: RunStatus) -> bool:
-    """The scheduler could not be asked and that leaves a shard unknown (``status`` and ``wait`` exit 5)."""
-    return status.evidence != "live" and status.counts.get("unknown", 0) > 0
+    """The scheduler (squeue, sacct or both) could not be asked and that leaves a shard unknown (exit 5)."""
+    return any(shard.state == "unknown" and shard.reason == "scheduler_unavailable" for shard in status.shards)
 
 
 def is_finished(status: RunStatus) -> bool:

@@ -33,9 +33,11 @@ DEFAULT_STALE_BEATS = 4
 PREFLIGHT_EXIT = EXIT_CODES["environment_mismatch"]
 """The batch script's own exit when the compute Python cannot import the runtime (before any attempt exists)."""
 
-_PARTIAL_ENDINGS = frozenset({"time_limit", "preempted", "cancelled"})
+_PARTIAL_ENDINGS = frozenset({"time_limit", "preempted"})
 _SCHEDULER_DECIDED = frozenset({"pending", "running", "stale", "scheduler_inconsistent", "missing"})
 """States only a live observation can give: with cached evidence they become unknown (the last one is shown)."""
+_RECORD_REASONS = frozenset({"no_submission", "manifest_invalid"})
+"""Reasons of those states that the records alone decide (rows S3, E1): they stand without the scheduler."""
 
 
 @dataclass(frozen=True)
@@ -64,17 +66,21 @@ def classify(
     evidence: SchedulerEvidence,
     rules: Rules = Rules(),
     scheduler_calls: int = 0,
+    asked: bool = True,
 ) -> RunStatus:
     """The run's status from its snapshot and one observation (None: the scheduler could not be asked and no
-    observation was ever recorded). ``evidence`` says whether ``observation`` is live or the last recorded one."""
+    observation was ever recorded). ``evidence`` says whether ``observation`` is live or the last recorded one;
+    ``asked=False`` (``status --no-refresh``): nobody tried to ask the scheduler, so a cached observation's states
+    are shown as they were instead of becoming unknown (row C1)."""
     tasks = _evidence_index(observation)
     shards = tuple(
-        _classify_shard(shard, snapshot, tasks, observation, now, rules, evidence) for shard in snapshot.shards
+        _classify_shard(shard, snapshot, tasks, observation, now, rules, evidence == "cached" and asked)
+        for shard in snapshot.shards
     )
     counts = Counter(shard.state for shard in shards)
     records_total = sum(shard.records_total for shard in shards)
     records_done = sum(shard.records_done for shard in shards)
-    rate = _rate(snapshot, now)
+    rate = _rate(snapshot, {shard.shard for shard in shards if shard.state == "running"})
     remaining = records_total - records_done
     observed_at = observation.observed_at if observation is not None else None
     return RunStatus(
@@ -108,7 +114,7 @@ def _classify_shard(
     observation: Observation | None,
     now: datetime,
     rules: Rules,
-    evidence: SchedulerEvidence,
+    outage: bool,
 ) -> ShardStatus:
     anomalies: list[str] = []
     attempts = tuple(_attempt_status(a, shard, tasks, now) for a in shard.attempts)
@@ -120,7 +126,7 @@ def _classify_shard(
     latest = live[-1] if live else (shard.tasks[-1] if shard.tasks else None)
     ev = tasks.get((latest.job_id, latest.array_task)) if latest is not None else None
     verdict = _verdict(shard, snapshot, latest, ev, observation, now, rules, anomalies)
-    if evidence == "cached" and verdict.state in _SCHEDULER_DECIDED and observation is not None:
+    if outage and verdict.state in _SCHEDULER_DECIDED and verdict.reason not in _RECORD_REASONS and observation:
         # The scheduler could not be asked now: what only it can tell is unknown; the last known state is shown.
         age = max(0.0, (now - _parse(observation.observed_at)).total_seconds())
         verdict = _Verdict(
@@ -184,6 +190,8 @@ def _verdict(
         # The newest attempt ended but its claim names none of the shard's tasks (unreadable): its ending stands.
         # One claimed by an earlier task speaks for that task only, never for a later (retry) task unseen now.
         return _ended(shard, ended)
+    if ev is not None and ev.state == "unknown":  # a well-formed Slurm state this code does not know
+        return _Verdict("unknown", reason="unknown_task_state", message=f"Slurm reports the state {ev.raw_state!r}")
     if ev is not None:  # terminal in Slurm, and the task's own attempt wrote no status.json
         return _terminal_without_status(shard, own, latest, ev, now, rules)
     return _unseen(shard, own, latest, observation, now, rules)
@@ -248,12 +256,13 @@ def _terminal_without_status(
     if unproven or (ended_at is not None and (now - ended_at).total_seconds() < rules.grace_s):
         return _Verdict("running", phase="stopping", message=f"Slurm: {ev.raw_state}; waiting for status.json")
     detail = f"Slurm says {ev.raw_state}" + (f" (exit {ev.exit_code})" if ev.exit_code is not None else "")
-    return _Verdict(
-        "scheduler_inconsistent",
-        reason="no_status_record",
-        message=f"{detail} but the attempt wrote no status.json",
-        last_log_line=own.last_log_line if own is not None else None,
-    )
+    if own is None and shard.batch_errors:  # it ended before claiming: Slurm's own stderr says why
+        line: str | None = shard.batch_errors[-1].lines[-1]
+        message = f"{detail} before it claimed an attempt"
+    else:
+        line = own.last_log_line if own is not None else None
+        message = f"{detail} but the attempt wrote no status.json"
+    return _Verdict("scheduler_inconsistent", reason="no_status_record", message=message, last_log_line=line)
 
 
 def _unseen(
@@ -385,11 +394,13 @@ def _run_state(counts: Counter[ShardState], snapshot: RunSnapshot) -> RunState:
     return "attention"
 
 
-def _rate(snapshot: RunSnapshot, now: datetime) -> float | None:
-    """Records per second over the attempts still generating (progress since each client started)."""
+def _rate(snapshot: RunSnapshot, running: set[int]) -> float | None:
+    """Records per second over the running shards' live attempts (progress since each client started)."""
     done = 0
     seconds = 0.0
     for shard in snapshot.shards:
+        if shard.plan.shard not in running:
+            continue
         for attempt in shard.attempts:
             if attempt.status is not None or attempt.progress is None or attempt.record is None:
                 continue

@@ -31,6 +31,8 @@ class RunObservation:
     calls: int
     detail: str | None = None
     """Why the scheduler could not be asked, when it could not."""
+    asked: bool = True
+    """False when nobody tried (``--no-refresh``): a cached observation then stands as it was."""
 
 
 def observe_run(
@@ -68,5 +70,7 @@ def observe_run(
 def cached_observation(snapshot: RunSnapshot) -> RunObservation:
     """The last recorded observation, without asking the scheduler (``status --no-refresh``)."""
     if snapshot.last_observation is None:
-        return RunObservation(None, "none", 0, "no observation recorded yet (run status without --no-refresh)")
-    return RunObservation(snapshot.last_observation.observation, "cached", 0)
+        return RunObservation(
+            None, "none", 0, "no observation recorded yet (run status without --no-refresh)", asked=False
+        )
+    return RunObservation(snapshot.last_observation.observation, "cached", 0, asked=False)
