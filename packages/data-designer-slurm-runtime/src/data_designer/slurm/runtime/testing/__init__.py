@@ -13,6 +13,10 @@ tests compile (one ``writer`` alias on test-server replicas, the stand-in or a s
 
 :class:`StubModelServer` and ``python -m data_designer.slurm.runtime.testing.test_server`` are the
 in-tree OpenAI-compatible test server (real HTTP) that tests and the demo serve models with.
+
+:func:`write_run_directory` writes a realistic run directory (every record a real one) of any shard count in
+seconds, each shard as its :data:`ShardOutcome` leaves it, and :func:`register_run_jobs` puts the run's jobs into a
+:class:`FakeSlurm` in the matching task states, so run-state readers are tested and benchmarked without Slurm.
 """
 
 from data_designer.slurm.runtime.testing._attempts import assign_attempt
@@ -28,6 +32,16 @@ from data_designer.slurm.runtime.testing._plans import (
 )
 from data_designer.slurm.runtime.testing._ports import closed_port
 from data_designer.slurm.runtime.testing._processes import command_lines, processes_mentioning
+from data_designer.slurm.runtime.testing._run_dirs import (
+    OUTCOME_TASK_STATES,
+    PREFLIGHT_ERROR_TEXT,
+    SERVER_FAILURE_LINE,
+    SHARD_OUTCOMES,
+    ShardOutcome,
+    outcome_cycle,
+    register_run_jobs,
+    write_run_directory,
+)
 from data_designer.slurm.runtime.testing._runners import CountingRunner, OutageRunner, ReplyLosingRunner
 from data_designer.slurm.runtime.testing._shims import (
     SHIM_LOG_ENV,
@@ -56,6 +70,10 @@ __all__ = [
     "EXIT_BIND_FAILED",
     "EXIT_CRASHED",
     "EXIT_CRASH_AT_START",
+    "OUTCOME_TASK_STATES",
+    "PREFLIGHT_ERROR_TEXT",
+    "SERVER_FAILURE_LINE",
+    "SHARD_OUTCOMES",
     "SHIM_LOG_ENV",
     "SHIM_LOG_NAME",
     "SHIM_TOOLS",
@@ -71,6 +89,7 @@ __all__ = [
     "FakeSlurm",
     "OutageRunner",
     "ReplyLosingRunner",
+    "ShardOutcome",
     "ShimCall",
     "StubModelServer",
     "StubServerConfig",
@@ -79,13 +98,16 @@ __all__ = [
     "command_lines",
     "install_shims",
     "instance_for_schema",
+    "outcome_cycle",
     "processes_mentioning",
     "read_shim_log",
+    "register_run_jobs",
     "request_digest",
     "run_logs",
     "stand_in_argv",
     "stub_server_argv",
     "wait_for_record",
     "with_client_argv",
+    "write_run_directory",
     "writer_run",
 ]

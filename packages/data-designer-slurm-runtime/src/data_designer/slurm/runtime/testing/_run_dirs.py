@@ -1,0 +1,776 @@
+"""Realistic run directories written in seconds, for testing and benchmarking readers (``status``) without Slurm.
+
+:func:`write_run_directory` compiles a real plan (:func:`writer_run`: alias ``writer`` on one test-server
+replica) with the shard count asked for, and writes what ``execute`` writes (``inputs/``, ``plan.json``,
+``run.json``, ``submissions/0001.json``), then for every shard the files its outcome leaves
+(:data:`ShardOutcome`): a finished shard's claim, attempt, port, endpoints, heartbeat, progress, output part
+and manifest, status and logs, a running shard's live records, a preflight failure's ``slurm-*.err``...
+Every record is a real one: the payload models validate and the bytes are the store's encoding, so
+``read_record`` answers ``RecordOk``.
+
+Speed over durability: the run-level records go through the store's writers, but a shard's files are written
+with a plain exclusive create (``O_CREAT | O_EXCL``), without the temporary file, ``fsync`` and ``link(2)`` of
+:func:`~data_designer.slurm.runtime.store.write_record_once`: a test fixture needs the bytes, not crash safety,
+and the fsyncs would make 10,000 shards take minutes instead of seconds. The exclusive create still refuses to
+overwrite anything. Their bytes come from ``json.dumps`` directly instead of ``encode_record`` (whose generic
+canonicaliser was most of the time); the first record of each schema is compared with ``encode_record``'s bytes.
+With 10,000 shards the filesystem is the floor: about 7 s of the writing is Python, the rest is the disk.
+
+:func:`register_run_jobs` puts the run's array jobs into a :class:`FakeCluster` (or :class:`FakeSlurm`) with
+each task in the state its shard's outcome implies (:data:`OUTCOME_TASK_STATES`), so ``squeue`` and
+``sacct`` answer for them. The part files are placeholders, not Parquet: their sha256 and size match the
+manifest, but nothing can read them as a table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Literal, TypeVar, get_args
+
+from pydantic import BaseModel
+
+from data_designer.slurm.contracts import (
+    ClusterFacts,
+    ClusterProfile,
+    ExecutionPlan,
+    InternalError,
+    ReplicaPlan,
+    ShardPlan,
+    SubmissionBinding,
+    SubmissionChunk,
+)
+from data_designer.slurm.contracts import __version__ as runtime_version
+from data_designer.slurm.contracts.records import (
+    ATTEMPT_SCHEMA,
+    CLAIM_SCHEMA,
+    ENDPOINTS_SCHEMA,
+    EXIT_CODES,
+    HEARTBEAT_SCHEMA,
+    INPUTS_SCHEMA,
+    MANIFEST_SCHEMA,
+    PORT_SCHEMA,
+    PROGRESS_SCHEMA,
+    PROVENANCE_COLUMNS,
+    RUN_SCHEMA,
+    STATUS_SCHEMA,
+    SUBMISSION_SCHEMA,
+    AliasEndpoints,
+    AttemptRecord,
+    ClaimOwner,
+    ColumnType,
+    Drained,
+    EndpointsRecord,
+    FinalStatus,
+    HeartbeatRecord,
+    IndexRange,
+    InputFile,
+    InputsManifest,
+    ModelUsage,
+    OutputManifest,
+    OutputPart,
+    Phase,
+    PortRecord,
+    RecordSchema,
+    ReplicaRecord,
+    ReplicaRequests,
+    Routing,
+    RunRecord,
+    StatusRecord,
+    SubmissionRecord,
+    SubmittedJob,
+    Timings,
+    WorkerProgress,
+    WorkerState,
+)
+from data_designer.slurm.planner import bind_submission, canonical_json, compile, load_run, resolve_config
+from data_designer.slurm.runtime._launch import port_record_name
+from data_designer.slurm.runtime.store._layout import (
+    ATTEMPT_RECORD,
+    ATTEMPTS_DIR,
+    CLAIM_FILE,
+    ENDPOINTS_RECORD,
+    HEARTBEAT_RECORD,
+    LOGS_DIR,
+    MANIFEST,
+    OUTPUT_DIR,
+    PART_WIDTH,
+    PORTS_DIR,
+    PROGRESS_RECORD,
+    STATUS_RECORD,
+    RunId,
+    RunLayout,
+    format_attempt,
+    format_shard,
+)
+from data_designer.slurm.runtime.store._record_io import (
+    Clock,
+    RecordOk,
+    append_record,
+    encode_record,
+    format_timestamp,
+    publish_bytes_once,
+    read_record,
+    sequence_numbers,
+    system_clock,
+    write_record_once,
+)
+from data_designer.slurm.runtime.supervisor._heartbeat import DEFAULT_HEARTBEAT_S
+from data_designer.slurm.runtime.supervisor._replicas import LOOPBACK, bind_host, log_step, step_name
+from data_designer.slurm.runtime.testing._fake_state import Behaviour, FakeCluster, FakeJob, FakeTask
+from data_designer.slurm.runtime.testing._plans import writer_run
+
+M = TypeVar("M", bound=BaseModel)
+
+ShardOutcome = Literal["succeeded", "running", "pending", "partial", "failed_server", "cancelled", "no_attempt"]
+"""What a shard's first attempt left: ``succeeded`` (everything a finished shard leaves), ``running`` (live
+heartbeat "now", progress partway, no manifest or status), ``pending`` (nothing), ``partial`` (drained on the
+time-limit warning: a partial manifest of the first half, status ``time_limit``), ``failed_server`` (the
+server exited before it was ready: status ``server_failed_to_start``), ``cancelled`` (the client was killed
+by the cancel before it could drain: progress partway, status ``cancelled``, no manifest), ``no_attempt``
+(the batch script's preflight import failed: nothing under ``shards/``, a ``slurm-<job>_<task>.err``)."""
+
+SHARD_OUTCOMES: tuple[ShardOutcome, ...] = get_args(ShardOutcome)
+
+OUTCOME_TASK_STATES: dict[ShardOutcome, tuple[str, int, int]] = {
+    "succeeded": ("COMPLETED", 0, 0),
+    "running": ("RUNNING", 0, 0),
+    "pending": ("PENDING", 0, 0),
+    "partial": ("FAILED", 13, 0),
+    "failed_server": ("FAILED", 10, 0),
+    "cancelled": ("CANCELLED by 0", 0, 15),
+    "no_attempt": ("FAILED", 6, 0),
+}
+"""The Slurm task state, exit code and signal (``sacct`` ExitCode ``code:signal``) each outcome implies: the
+supervisor's exit code for a classified ending, the preflight's 6 for ``no_attempt``, and ``scancel``'s
+``CANCELLED by <uid>`` with signal 15 for a cancel."""
+
+RUN_NAME = "status-bench"
+JOB_NAME_PREFIX = "dd-"
+"""As ``execute`` names jobs (``services._execute.JOB_NAME_PREFIX``, which the runtime may not import)."""
+PREFLIGHT_ERROR_TEXT = (
+    "Traceback (most recent call last):\n"
+    '  File "<string>", line 1, in <module>\n'
+    "ModuleNotFoundError: No module named 'data_designer.slurm.runtime'\n"
+)
+"""What the batch script's preflight import leaves in ``slurm-<job>_<task>.err`` when the runtime is missing."""
+SERVER_FAILURE_LINE = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 0 has a total capacity of "
+    "79.25 GiB of which 1.02 GiB is free."
+)
+"""The last line of a ``failed_server`` shard's server log: the cause a reader should show."""
+HOST_VERSION = "1.0.0rc1"
+_DATA_COLUMNS = (ColumnType(name="a", type="string"),)
+_PROVENANCE_TYPES = ("int64", "string", "string", "int32", "int32")
+_SUBMIT_DELAY = timedelta(seconds=3)
+_FIRST_START = timedelta(seconds=90)
+
+
+def write_run_directory(
+    root: Path,
+    *,
+    shards: int,
+    records_per_shard: int = 10,
+    outcome: Callable[[int], ShardOutcome] | None = None,
+    clock: Clock | None = None,
+    job_id_start: int = 1000,
+) -> RunLayout:
+    """Write a run of ``shards`` shards under the workspace ``root`` (absolute) and return its layout.
+
+    ``outcome(shard)`` says what each shard left (default: every shard succeeded). ``clock()`` is "now": the run
+    was created about two hours before it, finished attempts ended before it, a running shard's heartbeat is
+    exactly it. Chunk ``c`` (of ``MaxArraySize`` 1001) has job id ``job_id_start + c``. The run id is
+    deterministic (``status-bench-<time>-<hex of the shard count>``): one run per root and shard count.
+    """
+    now = (clock or system_clock)()
+    records = shards * records_per_shard
+    created = (now - timedelta(hours=2) - _generation(records_per_shard)).replace(microsecond=0)
+    layout = RunLayout(root, RunId(RUN_NAME, created, f"{shards % 0x1000000:06x}"))
+    plan, run_text = _compile(root, shards, records)
+    binding = SubmissionBinding(
+        run_id=str(layout.run_id), run_dir=str(layout.run_dir), job_name_prefix=f"{JOB_NAME_PREFIX}{layout.run_id}"
+    )
+    unit = bind_submission(plan, binding)
+    layout.run_dir.mkdir(parents=True)
+    _write_inputs(layout, run_text, created)
+    publish_bytes_once(layout.plan_record, canonical_json(plan.model_dump(mode="json")))
+    record = RunRecord(
+        run_id=str(layout.run_id),
+        name=RUN_NAME,
+        created_at=created,
+        run_file=str(root / f"{RUN_NAME}.json"),
+        profile_file=str(root / "profile.yaml"),
+        cluster="local",
+        facts=ClusterFacts(gpus_per_node=2),
+        plan_digest=plan.digest,
+        config_digest=plan.config_digest,
+        shards=len(plan.shards),
+        records=records,
+        binding=binding,
+        unit=unit,
+    )
+    write_record_once(layout.run_record, RUN_SCHEMA, record, clock=lambda: created)
+    submitted = created + _SUBMIT_DELAY
+    jobs = tuple(_submitted_job(chunk, str(job_id_start + chunk.chunk)) for chunk in unit.chunks)
+    submission = SubmissionRecord(
+        submitted_at=submitted, jobs=jobs, submitted=len(jobs), recovered=0, sbatch_calls=len(jobs)
+    )
+    append_record(layout.submissions_dir, SUBMISSION_SCHEMA, submission, clock=lambda: submitted)
+    writer = _ShardWriter(layout, plan, now=now, submitted=submitted)
+    shard_plans = {s.shard: s for s in plan.shards}
+    pick = outcome or _all_succeeded
+    for chunk, job in zip(unit.chunks, jobs, strict=True):
+        for task in chunk.tasks:
+            writer.write(shard_plans[task.shard], job, task.index, pick(task.shard))
+    return layout
+
+
+def outcome_cycle(outcomes: Sequence[ShardOutcome]) -> Callable[[int], ShardOutcome]:
+    """An ``outcome`` for :func:`write_run_directory` that gives shard ``k`` ``outcomes[k % len(outcomes)]``."""
+    chosen = tuple(outcomes)
+    if not chosen:
+        raise InternalError("outcome_cycle needs at least one outcome", code="no_outcomes")
+    return lambda shard: chosen[shard % len(chosen)]
+
+
+def register_run_jobs(
+    cluster: FakeCluster, layout: RunLayout, *, outcome: Callable[[int], ShardOutcome] | None = None
+) -> tuple[str, ...]:
+    """Add the run's submitted jobs (read back from ``run.json`` and ``submissions/``) to ``cluster``, every task
+    in the state ``outcome(shard)`` implies (:data:`OUTCOME_TASK_STATES`; pass the outcome the directory was
+    written with). Tasks stay in those states until a test changes them: pending tasks never start and running
+    ones end only at the plan's time limit. Returns the job ids; later ``sbatch`` ids follow them."""
+    run = _read_ok(layout.run_record, RUN_SCHEMA)
+    job_ids: dict[str, str] = {}
+    for sequence in sequence_numbers(layout.submissions_dir):
+        for submitted in _read_ok(layout.submission_record(sequence), SUBMISSION_SCHEMA).jobs:
+            job_ids[submitted.job_name] = submitted.job_id
+    allocation = ExecutionPlan.model_validate_json(layout.plan_record.read_bytes()).allocation
+    pick = outcome or _all_succeeded
+    submit = cluster.now - 3600.0  # long enough ago that accounting shows the jobs, not placeholders
+    frozen = Behaviour(pending_s=float("inf"), run_s=float("inf"))
+    limit = float(allocation.time_limit_s)
+    for chunk in run.unit.chunks:
+        job_id = int(job_ids[chunk.job_name])
+        if job_id in cluster.jobs:
+            raise InternalError(f"the fake cluster already has job {job_id}", code="fake_job_exists")
+        tasks: dict[int | None, FakeTask] = {
+            t.index: FakeTask(index=t.index, eligible=float("inf")) for t in chunk.tasks
+        }
+        throttle = _int(chunk.array_spec.partition("%")[2])
+        script = run.unit.script
+        job = FakeJob(job_id, chunk.job_name, script, frozen, submit, limit, allocation.requeue, throttle, tasks)
+        cluster.jobs[job_id] = job
+        for binding in chunk.tasks:
+            _set_task(cluster, tasks[binding.index], OUTCOME_TASK_STATES[pick(binding.shard)], start=submit + 60.0)
+    # Keep sbatch's deterministic ids clear of the registered ones.
+    cluster._next_id = max(cluster._next_id, *(j + 1 for j in cluster.jobs))
+    return tuple(job_ids[c.job_name] for c in run.unit.chunks)
+
+
+# -- the run ----------------------------------------------------------------------------------------------------
+
+
+def _compile(root: Path, shards: int, records: int) -> tuple[ExecutionPlan, str]:
+    document = writer_run(RUN_NAME, records=records, shards=shards, replicas=1)
+    text = json.dumps(document, indent=2, sort_keys=True) + "\n"
+    profile = ClusterProfile.model_validate(
+        {
+            "workspace_root": str(root),
+            "account": "ddtest",
+            "partitions": {"gpu": "gpu", "cpu": "cpu"},
+            "gpus_per_node": 2,
+            "compute_python": {"interpreter": sys.executable},
+            "default_time_limit": "01:00:00",
+        }
+    )
+    spec = load_run(text, file=str(root / f"{RUN_NAME}.json"))
+    plan = compile(spec, profile, cluster="local", config=resolve_config(spec), facts=ClusterFacts(gpus_per_node=2))
+    return plan, text
+
+
+def _write_inputs(layout: RunLayout, run_text: str, when: datetime) -> None:
+    data = run_text.encode("utf-8")
+    name = f"{RUN_NAME}.json"
+    publish_bytes_once(layout.input_file("run", name), data)
+    source = str(layout.root / name)
+    file = InputFile(role="run", source=source, path=f"inputs/run/{name}", sha256=_sha256(data), size=len(data))
+    write_record_once(layout.inputs_manifest, INPUTS_SCHEMA, InputsManifest(files=(file,)), clock=lambda: when)
+
+
+def _submitted_job(chunk: SubmissionChunk, job_id: str) -> SubmittedJob:
+    return SubmittedJob(
+        chunk=chunk.chunk,
+        generation=chunk.generation,
+        index_offset=chunk.index_offset,
+        job_name=chunk.job_name,
+        job_id=job_id,
+        array_spec=chunk.array_spec,
+        recovered=False,
+    )
+
+
+# -- one shard ----------------------------------------------------------------------------------------------------
+
+
+class _ShardWriter:
+    """Writes the files one shard's first attempt leaves, for each outcome."""
+
+    def __init__(self, layout: RunLayout, plan: ExecutionPlan, *, now: datetime, submitted: datetime) -> None:
+        self.layout, self.plan, self.now, self.submitted = layout, plan, now, submitted
+        self.run_id = str(layout.run_id)
+        self.replica: ReplicaPlan = plan.allocation.replicas[0]
+        self.endpoint = next(e for e in plan.allocation.client.endpoints if e.alias == self.replica.alias)
+        self.server_log = log_step(self.replica)
+        self.columns = (
+            *_DATA_COLUMNS,
+            *(ColumnType(name=n, type=t) for n, t in zip(PROVENANCE_COLUMNS, _PROVENANCE_TYPES, strict=True)),
+        )
+        self.arrow_schema = "\n".join(f"{c.name}: {c.type}" for c in self.columns)
+        self.checked: set[str] = set()
+        self.shards_dir = str(layout.shards_dir)
+
+    def write(self, shard: ShardPlan, job: SubmittedJob, index: int, outcome: ShardOutcome) -> None:
+        if outcome == "pending":
+            return
+        if outcome == "no_attempt":
+            _put_bytes(self.layout.batch_log(job.job_name, index, "out"), b"")
+            _put_bytes(self.layout.batch_log(job.job_name, index, "err"), PREFLIGHT_ERROR_TEXT.encode())
+            return
+        _Attempt(self, shard, job, index, outcome).write()
+
+    def put(self, path: str, schema: RecordSchema[M], payload: M, when: datetime) -> None:
+        data = _encode(schema, payload, when)
+        if schema.name not in self.checked:  # the fast encoding must be the store's, byte for byte
+            if data != encode_record(schema, payload, written_at=when)[0]:
+                raise InternalError(f"the fast encoding of {schema.name!r} drifted from the store's", code="encoding")
+            self.checked.add(schema.name)
+        _put_bytes(path, data)
+
+
+class _Attempt:
+    """Attempt 1 of one shard: identities, timeline and records."""
+
+    def __init__(
+        self, writer: _ShardWriter, shard: ShardPlan, job: SubmittedJob, index: int, outcome: ShardOutcome
+    ) -> None:
+        self.w, self.shard, self.job, self.index, self.outcome = writer, shard, job, index, outcome
+        k = shard.shard
+        self.k = k
+        self.node = f"gpu{k % 96 + 1:03d}"
+        self.node_address = f"10.1.{k // 96 % 250}.{k % 96 + 1}"
+        self.address = LOOPBACK if writer.replica.bind == "loopback" else self.node_address
+        self.pid = 20_000 + k % 40_000
+        self.port = 30_000 + k % 20_000
+        self.base_url = f"http://{self.address}:{self.port}/v1"
+        self.total = shard.records
+        self.half = shard.records // 2
+        self.gen_s = _generation(shard.records).total_seconds()
+        if outcome == "running":
+            self.start = writer.now - timedelta(seconds=600 + k % 60)
+        else:  # staggered over ten minutes after the submission
+            self.start = writer.submitted + _FIRST_START + timedelta(seconds=k % 600)
+        # String paths spelled as RunLayout spells them (the tests read back through RunLayout): pathlib's
+        # joins were a third of the time.
+        self.dir = f"{writer.shards_dir}/{format_shard(k)}/{ATTEMPTS_DIR}/{format_attempt(1)}"
+
+    def at(self, seconds: float) -> datetime:
+        """The time ``seconds`` after the supervisor started."""
+        return self.start + timedelta(seconds=seconds)
+
+    def write(self) -> None:
+        outcome = self.outcome
+        os.makedirs(f"{self.dir}/{PORTS_DIR}")
+        os.mkdir(f"{self.dir}/{LOGS_DIR}")
+        os.mkdir(f"{self.dir}/{OUTPUT_DIR}")
+        self._claim()
+        client = outcome != "failed_server"
+        self._attempt(ready=client)
+        self._port()
+        if client:
+            self.w.put(f"{self.dir}/{ENDPOINTS_RECORD}", ENDPOINTS_SCHEMA, self._endpoints(), self.at(34.51))
+        {
+            "succeeded": self._succeeded,
+            "running": self._running,
+            "partial": self._partial,
+            "failed_server": self._failed_server,
+            "cancelled": self._cancelled,
+        }[outcome]()
+
+    # -- the outcomes
+
+    def _succeeded(self) -> None:
+        finished = self._worker_started + self._worker_s(self.gen_s)
+        self._progress("succeeded", self.total, finished)
+        self._output((IndexRange(self.shard.start, self.shard.stop),), self.gen_s, finished, None)
+        self._status("succeeded", "the client worker finished and wrote its manifest", finished, records=self.total)
+        self._logs(finished, "succeeded: the client worker finished and wrote its manifest", client=True, done=True)
+
+    def _running(self) -> None:
+        self._heartbeat("client_running", self.w.now)
+        self._progress("generating", self.half, self.w.now - timedelta(seconds=2))
+        self._logs(None, None, client=True, done=False)
+
+    def _partial(self) -> None:
+        warned = self._worker_started + timedelta(seconds=8.0 + 0.6 * self.gen_s)
+        published = warned + timedelta(seconds=2.1)
+        drained = Drained(
+            signal="SIGUSR1",
+            requested_at=warned,
+            published_at=published,
+            settled=True,
+            message="stopped on the time-limit warning (SIGUSR1): new requests were held and every in-flight "
+            "request finished; the missing indices are left for the next attempt",
+        )
+        produced = (IndexRange(self.shard.start, self.shard.start + self.half),) if self.half else ()
+        self._progress("partial", self.half, published)
+        self._output(produced, 0.6 * self.gen_s, published, drained)
+        message = (
+            f"the time-limit warning (SIGUSR1) arrived; drained in 2.6s: {self.half} of {self.total} records "
+            "published, the rest is left for the next attempt"
+        )
+        self._status("time_limit", message, published, records=self.half, signal="SIGUSR1", drain_s=2.6)
+        self._logs(published, f"time_limit: {message}", client=True, done=False)
+
+    def _failed_server(self) -> None:
+        exited = self.at(14.3)
+        lines = self._server_lines(failed=True)
+        message = f"server {step_name(self.w.replica)} exited 1 before it was ready (13.1s after it was started)"
+        self._status("server_failed_to_start", message, exited, step=self.w.server_log, tail=lines)
+        self._logs(exited, f"server_failed_to_start: {message}", client=False, done=False)
+
+    def _cancelled(self) -> None:
+        cancelled = self._worker_started + timedelta(seconds=8.0 + 0.3 * self.gen_s)
+        self._progress("generating", self.half, cancelled - timedelta(seconds=1))
+        message = (
+            "the job was cancelled (JobState=CANCELLED, Reason=None); the client worker was ended by signal 15 "
+            "before it could drain, nothing published"
+        )
+        tail = self._client_lines(done=False)
+        self._status(
+            "cancelled", message, cancelled, step="client", tail=tail, records=0, signal="SIGTERM", drain_s=0.8
+        )
+        self._logs(cancelled, f"cancelled: {message}", client=True, done=False)
+
+    # -- records
+
+    @property
+    def _worker_started(self) -> datetime:
+        return self.at(35.0)
+
+    @staticmethod
+    def _worker_s(generation_s: float) -> timedelta:
+        return timedelta(seconds=6.2 + 1.8 + generation_s + 0.4)
+
+    def _claim(self) -> None:
+        owner = ClaimOwner(
+            host=self.node,
+            pid=self.pid,
+            job_id=self.job.job_id,
+            array_task=self.index,
+            attempt=1,
+            restart_count=0,
+            time=self.start,
+        )
+        self.w.put(f"{self.dir}/{CLAIM_FILE}", CLAIM_SCHEMA, owner, owner.time)
+
+    def _port_record(self) -> PortRecord:
+        return PortRecord(
+            alias=self.w.replica.alias,
+            replica=self.w.replica.replica,
+            task=0,
+            bind_host=bind_host(self.w.replica),
+            port=self.port,
+            hostname=self.node,
+            node=self.node,
+            step_gpus="0",
+            cuda_visible_devices="0",
+            pid=self.pid + 7,
+            probed_at=self.at(2.0),
+        )
+
+    def _port(self) -> None:
+        record = self._port_record()
+        name = port_record_name(record.alias, record.replica, record.task)
+        self.w.put(f"{self.dir}/{PORTS_DIR}/{name}", PORT_SCHEMA, record, record.probed_at)
+
+    def _attempt(self, *, ready: bool) -> None:
+        replica = ReplicaRecord(
+            alias=self.w.replica.alias,
+            replica=self.w.replica.replica,
+            step=step_name(self.w.replica),
+            log=f"logs/{self.w.server_log}.log",
+            nodes=(self.node,),
+            address=self.address,
+            port=self.port if ready else None,
+            ports=(self._port_record(),) if ready else (),
+            base_url=self.base_url if ready else None,
+            spawned_at=self.at(1.2),
+            ready_at=self.at(34.5) if ready else None,
+            startup_s=33.3 if ready else None,
+            readiness_lag_s=0.004 if ready else None,
+        )
+        record = AttemptRecord(
+            run_id=self.w.run_id,
+            plan_digest=self.w.plan.digest,
+            shard=self.k,
+            attempt=1,
+            chunk=self.job.chunk,
+            array_task=self.index,
+            job_id=self.job.job_id,
+            restart_count=0,
+            hostname=self.node,
+            nodes=(self.node,),
+            node_addresses=(self.node_address,),
+            supervisor_pid=self.pid,
+            supervisor_started_at=self.start,
+            heartbeat_interval_s=DEFAULT_HEARTBEAT_S,
+            servers_spawned_at=self.at(1.2),
+            servers_ready_at=self.at(34.5) if ready else None,
+            client_started_at=self.at(34.6) if ready else None,
+            assigned=(self.shard.range,),
+            replicas=(replica,),
+        )
+        self.w.put(f"{self.dir}/{ATTEMPT_RECORD}", ATTEMPT_SCHEMA, record, self.at(34.6) if ready else self.at(1.2))
+
+    def _endpoints(self) -> EndpointsRecord:
+        alias = AliasEndpoints(
+            kind="deployed", base_urls=(self.base_url,), model=self.w.endpoint.model, api_key_env=None
+        )
+        return EndpointsRecord(aliases={self.w.endpoint.alias: alias})
+
+    def _heartbeat(self, phase: Phase, when: datetime) -> None:
+        beat = int((when - self.start).total_seconds() // DEFAULT_HEARTBEAT_S)
+        record = HeartbeatRecord(pid=self.pid, hostname=self.node, phase=phase, beat=beat, time=when)
+        self.w.put(f"{self.dir}/{HEARTBEAT_RECORD}", HEARTBEAT_SCHEMA, record, when)
+
+    def _progress(self, state: WorkerState, done: int, when: datetime) -> None:
+        record = WorkerProgress(shard=self.k, attempt=1, state=state, records_total=self.total, records_done=done)
+        self.w.put(f"{self.dir}/{PROGRESS_RECORD}", PROGRESS_SCHEMA, record, when)
+
+    def _output(
+        self, produced: tuple[IndexRange, ...], generation_s: float, finished: datetime, drained: Drained | None
+    ) -> None:
+        parts = []
+        for number, item in enumerate(produced):
+            data = (
+                b"PAR1\n# placeholder part written by data_designer.slurm.runtime.testing.write_run_directory; "
+                + f"not Parquet: run {self.w.run_id} shard {self.k} attempt 1 rows [{item.start}, {item.stop})\n".encode()
+                + b"PAR1"
+            )
+            name = f"part-{number:0{PART_WIDTH}d}.parquet"
+            _put_bytes(f"{self.dir}/{OUTPUT_DIR}/{name}", data)
+            parts.append(
+                OutputPart(
+                    path=name, records=item.records, first_index=item.start, sha256=_sha256(data), bytes=len(data)
+                )
+            )
+        records = sum(item.records for item in produced)
+        started = self._worker_started
+        manifest = OutputManifest(
+            run_id=self.w.run_id,
+            plan_digest=self.w.plan.digest,
+            config_digest=self.w.plan.config_digest,
+            shard=self.k,
+            attempt=1,
+            seed=self.shard.seed,
+            assigned=(self.shard.range,),
+            ranges=produced,
+            complete=drained is None,
+            drained=drained,
+            records=records,
+            columns=self.w.columns,
+            arrow_schema=self.w.arrow_schema,
+            parts=tuple(parts),
+            usage_source="host",
+            models={self.w.endpoint.alias: self._usage(records)},
+            timings=Timings(
+                worker_started_at=started,
+                worker_finished_at=finished,
+                queue_wait_s=round((self.start - self.w.submitted).total_seconds(), 6),
+                server_start_s=33.3,
+                host_import_s=6.2,
+                setup_s=1.8,
+                generation_s=round(generation_s, 6),
+                write_s=0.4,
+                records_per_s=round(records / generation_s, 6) if generation_s > 0 else 0.0,
+            ),
+            host_version=HOST_VERSION,
+            runtime_version=runtime_version,
+            python=platform.python_version(),
+        )
+        self.w.put(f"{self.dir}/{OUTPUT_DIR}/{MANIFEST}", MANIFEST_SCHEMA, manifest, finished)
+
+    def _usage(self, records: int) -> ModelUsage:
+        routing = Routing(
+            router_url=f"http://127.0.0.1:{40_000 + self.k % 20_000}",
+            replicas=(ReplicaRequests(base_url=self.base_url, requests=records, failures=0),),
+            failovers=0,
+            unrouted=0,
+        )
+        return ModelUsage(
+            kind="deployed",
+            model=self.w.endpoint.model,
+            base_urls=(self.base_url,),
+            used_base_url=self.base_url,
+            successful_requests=records,
+            failed_requests=0,
+            input_tokens=records * (180 + self.k % 17),
+            output_tokens=records * (400 + self.k % 29),
+            routing=routing,
+        )
+
+    def _status(
+        self,
+        status: FinalStatus,
+        message: str,
+        ended: datetime,
+        *,
+        records: int | None = None,
+        step: str | None = None,
+        tail: tuple[str, ...] = (),
+        signal: str | None = None,
+        drain_s: float | None = None,
+    ) -> None:
+        finished = ended + timedelta(seconds=0.6)
+        record = StatusRecord(
+            status=status,
+            exit_code=EXIT_CODES[status],
+            message=message,
+            step=step,
+            log_tail=tail,
+            signal=signal,
+            records=records,
+            records_assigned=self.total,
+            drain_s=drain_s,
+            started_at=self.start,
+            finished_at=finished,
+        )
+        self.w.put(f"{self.dir}/{STATUS_RECORD}", STATUS_SCHEMA, record, finished)
+        self._heartbeat("stopping", finished + timedelta(seconds=0.01))
+
+    # -- logs
+
+    def _logs(self, ended: datetime | None, last: str | None, *, client: bool, done: bool) -> None:
+        """The supervisor's, the server's and (once started) the client's log; ``done``: the client finished."""
+        replica = step_name(self.w.replica)
+        lines = [
+            (self.start, f"run {self.w.run_id} shard {self.k} attempt 1 (pid {self.pid})"),
+            (self.at(1.2), f"started {replica} on {self.node}: srun --overlap --nodes=1 --ntasks=1 ..."),
+        ]
+        if client:
+            lines.append((self.at(34.5), f"{replica} ready at {self.base_url} after 33.30s"))
+            lines.append((self.at(34.6), f"client worker started: {' '.join(self.w.plan.allocation.client.argv)}"))
+        if ended is not None and last is not None:
+            lines.append((ended + timedelta(seconds=0.6), last))
+        text = "".join(f"{format_timestamp(when)} supervisor: {line}\n" for when, line in lines)
+        _put_bytes(self._log("supervisor"), text.encode())
+        server = "".join(line + "\n" for line in self._server_lines(failed=not client))
+        _put_bytes(self._log(self.w.server_log), server.encode())
+        if client:
+            body = "".join(line + "\n" for line in self._client_lines(done=done))
+            _put_bytes(self._log("client"), body.encode())
+
+    def _log(self, step: str) -> str:
+        return f"{self.dir}/{LOGS_DIR}/{step}.log"
+
+    def _server_lines(self, *, failed: bool) -> tuple[str, ...]:
+        head = (
+            f"launcher: {self.w.replica.alias}-{self.w.replica.replica}.0 bound {bind_host(self.w.replica)}:{self.port} "
+            f"on {self.node}",
+            f"INFO:     Started server process [{self.pid + 7}]",
+            "INFO:     Waiting for application startup.",
+        )
+        if failed:
+            return (
+                *head,
+                "Traceback (most recent call last):",
+                '  File "server.py", line 88, in load',
+                SERVER_FAILURE_LINE,
+            )
+        return (*head, f"INFO:     Uvicorn running on http://{self.address}:{self.port}", "INFO:     GET /health 200")
+
+    def _client_lines(self, *, done: bool) -> tuple[str, ...]:
+        lines = [
+            f"ddslurm-worker: shard {self.k} attempt 1: generating {self.total} records in [{self.shard.start}, "
+            f"{self.shard.stop})",
+            f"[data_designer] Preparing samplers to generate {self.total} records across 1 columns",
+        ]
+        if done:
+            rate = self.total / self.gen_s
+            lines.append(
+                f"ddslurm-worker: shard {self.k} attempt 1: {self.total} records in 1 part(s), {rate:.1f} records/s"
+            )
+        return tuple(lines)
+
+
+# -- helpers ----------------------------------------------------------------------------------------------------
+
+
+def _all_succeeded(_shard: int) -> ShardOutcome:
+    return "succeeded"
+
+
+def _generation(records: int) -> timedelta:
+    """How long a shard's generation takes in the fake timeline."""
+    return timedelta(seconds=8.0 + 0.5 * records)
+
+
+def _put_bytes(path: str | Path, data: bytes) -> None:
+    # Exclusive create: a fixture never overwrites. No temporary file, fsync or link (see the module doc).
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _encode(schema: RecordSchema[M], payload: M, when: datetime) -> bytes:
+    """``encode_record``'s bytes without its generic canonicaliser: ``model_dump(mode="json")`` yields only JSON
+    values, whose canonical JSON is ``json.dumps`` with sorted keys (no -0.0 or NaN in these records)."""
+    body: dict[str, object] = {
+        "schema_name": schema.name,
+        "schema_version": schema.version,
+        "written_at": format_timestamp(when),
+        "payload": payload.model_dump(mode="json"),
+    }
+    body["checksum"] = hashlib.sha256(_json(body)).hexdigest()
+    return _json(body) + b"\n"
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def _set_task(cluster: FakeCluster, task: FakeTask, state: tuple[str, int, int], *, start: float) -> None:
+    name, exit_code, signal = state
+    if name == "PENDING":
+        task.reason = "Priority"
+    elif name == "RUNNING":
+        task.state, task.start, task.node = "RUNNING", start, cluster.nodes[(task.index or 0) % len(cluster.nodes)]
+    else:
+        task.start, task.node = start, cluster.nodes[(task.index or 0) % len(cluster.nodes)]
+        cluster.finish(task, name, exit_code, signal)
+
+
+def _read_ok(path: Path, schema: RecordSchema[M]) -> M:
+    found = read_record(path, schema)
+    if not isinstance(found, RecordOk):
+        raise InternalError(f"{str(path)!r} is {found.status}, not a {schema.name!r} record", code="record_unreadable")
+    return found.payload
