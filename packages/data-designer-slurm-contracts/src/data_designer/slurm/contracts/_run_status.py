@@ -138,6 +138,7 @@ class RunStatus(BaseModel):
     squeue: SourceReport | None = None
     sacct: SourceReport | None = None
     scheduler_calls: NonNegativeInt = Field(description="squeue/sacct calls this status made (0 with --no-refresh).")
+    files_read: NonNegativeInt = Field(default=0, description="Record and log files read from the run directory.")
     eta_s: NonNegativeFloat | None = Field(default=None, description="From the progress rate; None when unknown.")
     records_per_s: NonNegativeFloat | None = None
     submission_error: str | None = Field(default=None, description="The scheduler's refusal of the first sbatch.")

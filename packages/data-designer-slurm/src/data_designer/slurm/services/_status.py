@@ -8,8 +8,10 @@ poll until the run ends or the timeout passes.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from data_designer.slurm.contracts import ACTIVE_SHARD_STATES, RunStatus, WaitResult
@@ -54,17 +56,32 @@ def status_of(
     rules: Rules | None = None,
 ) -> RunStatus:
     """The status of the run at ``layout`` through ``scheduler`` (the seam ``run_status`` and ``wait_run`` share)."""
-    snapshot = read_run(layout, clock=clock)
-    seen = observe_run(snapshot, scheduler, clock=clock) if refresh else cached_observation(snapshot)
-    return classify(
-        snapshot,
-        seen.observation,
-        clock(),
-        evidence=seen.evidence,
-        rules=rules or Rules(),
-        scheduler_calls=seen.calls,
-        asked=seen.asked,
-    )
+    with _collector_paused():
+        snapshot = read_run(layout, clock=clock)
+        seen = observe_run(snapshot, scheduler, clock=clock) if refresh else cached_observation(snapshot)
+        return classify(
+            snapshot,
+            seen.observation,
+            clock(),
+            evidence=seen.evidence,
+            rules=rules or Rules(),
+            scheduler_calls=seen.calls,
+            asked=seen.asked,
+        )
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a status is computed: reading, observing and classifying allocate a few
+    objects per record and free nothing, and at 10,000 shards the collector's repeated full passes over that
+    growing, acyclic heap cost more than the reading itself (measured in ``benchmarks/bench_status.py``)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def is_unavailable(status: RunStatus) -> bool:

@@ -101,6 +101,7 @@ def classify(
         squeue=observation.squeue if observation is not None else None,
         sacct=observation.sacct if observation is not None else None,
         scheduler_calls=scheduler_calls,
+        files_read=snapshot.stats.files_read,
         eta_s=remaining / rate if rate and remaining > 0 else (0.0 if remaining == 0 else None),
         records_per_s=rate,
         submission_error=snapshot.submission_error,

@@ -62,8 +62,13 @@ def manifest_matches(
 
 def coverage_from(shard: ShardPlan, manifests: dict[int, OutputManifest]) -> ShardCoverage:
     """The shard's coverage from its attempts' valid manifests (pure): the lowest attempt keeps an index twice claimed."""
+    whole = shard.range
+    if len(manifests) == 1:
+        ((number, only),) = manifests.items()
+        if only.ranges == (whole,):  # the usual finished shard: one attempt produced exactly its range
+            return ShardCoverage(shard=shard, manifests=dict(manifests), kept={number: (whole,)}, overlap=())
     # clipped to the shard: a manifest claiming indices outside its shard claims nothing there
-    claims = [(number, clip_ranges(shard.range, m.ranges)) for number, m in sorted(manifests.items())]
+    claims = [(number, clip_ranges(whole, m.ranges)) for number, m in sorted(manifests.items())]
     kept, overlap = first_claims(claims)
     return ShardCoverage(shard=shard, manifests=dict(manifests), kept=kept, overlap=overlap)
 

@@ -15,6 +15,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 
 from data_designer.slurm.contracts import InvalidInputError, find_control_character
@@ -70,6 +71,11 @@ class RunId:
             raise _invalid_run_id(text)
 
     def __str__(self) -> str:
+        return self.text
+
+    @cached_property
+    def text(self) -> str:
+        """The id as written in names and records (computed once: readers compare it per record)."""
         return f"{self.name}-{self.created.astimezone(UTC).strftime(_STAMP)}-{self.suffix}"
 
     @classmethod
@@ -161,7 +167,7 @@ class RunLayout:
     def of(cls, root: Path | str, run_id: RunId | str) -> RunLayout:
         return cls(Path(root), run_id if isinstance(run_id, RunId) else RunId.parse(run_id))
 
-    @property
+    @cached_property
     def run_dir(self) -> Path:
         return self.root / RUNS_DIR / str(self.run_id)
 
@@ -194,7 +200,7 @@ class RunLayout:
     def submission_record(self, sequence: int) -> Path:
         return self.submissions_dir / f"{_index(sequence, 'sequence', minimum=1):04d}.json"
 
-    @property
+    @cached_property
     def shards_dir(self) -> Path:
         return self.run_dir / SHARDS_DIR
 
@@ -205,7 +211,8 @@ class RunLayout:
         return self.shard_dir(shard) / ATTEMPTS_DIR
 
     def attempt_dir(self, shard: int, attempt: int) -> Path:
-        return self.attempts_dir(shard) / format_attempt(attempt)
+        # one path parse instead of three joins: readers call this for every attempt of every shard
+        return Path(f"{self.shards_dir}/{format_shard(shard)}/{ATTEMPTS_DIR}/{format_attempt(attempt)}")
 
     def claim(self, shard: int, attempt: int) -> Path:
         return self.attempt_dir(shard, attempt) / CLAIM_FILE

@@ -3,7 +3,8 @@
 ``status`` (and later ``retry``, ``merge``, ``benchmark analyze``) consume its snapshot; nobody reads a run's
 records another way. Cost is linear in shards: one listing of ``shards/`` and of the run directory, one of each
 shard's ``attempts/``, and per attempt its claim, ``attempt.json``, ``status.json`` and result manifest, plus the
-heartbeat, progress and last log line only while an attempt has no successful ``status.json``. Only
+heartbeat, progress and last log line only while an attempt has no successful ``status.json`` (an attempt that
+succeeded with a complete manifest is read as those two records alone). Only
 ``RecordOk`` that matches this run counts; anything else is named in ``problems`` and proves nothing.
 """
 
@@ -37,7 +38,18 @@ from data_designer.slurm.contracts.records import (
 from data_designer.slurm.runtime.scheduler._slurm_parse import expand_indices
 from data_designer.slurm.runtime.store._claims import attempt_numbers
 from data_designer.slurm.runtime.store._coverage import coverage_from, manifest_matches
-from data_designer.slurm.runtime.store._layout import RunLayout, parse_shard
+from data_designer.slurm.runtime.store._layout import (
+    ATTEMPT_RECORD,
+    CLAIM_FILE,
+    HEARTBEAT_RECORD,
+    LOGS_DIR,
+    MANIFEST,
+    OUTPUT_DIR,
+    PROGRESS_RECORD,
+    STATUS_RECORD,
+    RunLayout,
+    parse_shard,
+)
 from data_designer.slurm.runtime.store._plan import load_plan
 from data_designer.slurm.runtime.store._record_io import Clock, RecordOk, read_record, sequence_numbers, system_clock
 from data_designer.slurm.runtime.store._snapshot import (
@@ -56,6 +68,7 @@ LOG_TAIL_BYTES = 4096
 MAX_LOG_LINE = 300
 _LOG_STEPS = ("client", "supervisor")
 _OPERATION = "store.read_run"
+_MANIFEST_NAME = f"{OUTPUT_DIR}/{MANIFEST}"
 
 
 class _Counter:
@@ -155,7 +168,7 @@ def _read_appended(
         count.files += 1
         result = read_record(path, schema)
         if isinstance(result, RecordOk):
-            found.append((result.payload, result.envelope.written_at))
+            found.append((result.payload, result.written_at))
         else:
             problems.append(f"{path.name} in {directory.name}/ is {result.status.replace('_', ' ')}")
     return found
@@ -170,7 +183,7 @@ def _last_observation(
         count.files += 1
         result = read_record(path, OBSERVATION_SCHEMA)
         if isinstance(result, RecordOk):
-            return result.payload, result.envelope.written_at
+            return result.payload, result.written_at
         problems.append(f"observation {path.name} is {result.status.replace('_', ' ')}")
     return None, None
 
@@ -219,39 +232,43 @@ def _array_indices(spec: str) -> frozenset[int] | None:
 
 
 def _read_attempt(layout: RunLayout, shard: int, number: int, plan_digest: str, count: _Counter) -> AttemptSnapshot:
+    """One attempt's records. An attempt that ended ``succeeded`` with a valid, complete manifest is fully told by
+    those two records: its claim, attempt record, heartbeat, progress and logs are not read (nothing they hold
+    can change its shard's state). Any other attempt's claim and attempt record are read, and while it has no
+    successful status also its heartbeat, progress and last log line."""
     problems: list[str] = []
+    directory = layout.attempt_dir(shard, number)
 
-    def read(path: Path, schema: RecordSchema[M]) -> RecordOk[M] | None:
+    def read(name: str, schema: RecordSchema[M]) -> RecordOk[M] | None:
         count.files += 1
-        result = read_record(path, schema)
+        result = read_record(directory / name, schema)
         if isinstance(result, RecordOk):
             return result
         if result.status != "missing":
-            problems.append(
-                f"{path.relative_to(layout.attempt_dir(shard, number))} is {result.status.replace('_', ' ')}"
-            )
+            problems.append(f"{name} is {result.status.replace('_', ' ')}")
         return None
 
-    claim = read(layout.claim(shard, number), CLAIM_SCHEMA)
-    record = read(layout.attempt_record(shard, number), ATTEMPT_SCHEMA)
-    status = read(layout.status(shard, number), STATUS_SCHEMA)
-    manifest = _valid_manifest(
-        read(layout.output_manifest(shard, number), MANIFEST_SCHEMA), layout, plan_digest, shard, number, problems
-    )
+    status = read(STATUS_RECORD, STATUS_SCHEMA)
+    manifest = _valid_manifest(read(_MANIFEST_NAME, MANIFEST_SCHEMA), layout, plan_digest, shard, number, problems)
+    succeeded = status is not None and status.payload.status == "succeeded"
+    if succeeded and manifest is not None and manifest.complete:
+        return AttemptSnapshot(number=number, manifest=manifest, status=status.payload if status else None)
+    claim = read(CLAIM_FILE, CLAIM_SCHEMA)
+    record = read(ATTEMPT_RECORD, ATTEMPT_SCHEMA)
     heartbeat = progress = None
     last_line = None
-    if status is None or status.payload.status != "succeeded":
-        heartbeat = read(layout.heartbeat(shard, number), HEARTBEAT_SCHEMA)
-        progress = read(layout.progress(shard, number), PROGRESS_SCHEMA)
-        last_line = _last_log_line(layout.logs_dir(shard, number), count)
+    if not succeeded:
+        heartbeat = read(HEARTBEAT_RECORD, HEARTBEAT_SCHEMA)
+        progress = read(PROGRESS_RECORD, PROGRESS_SCHEMA)
+        last_line = _last_log_line(directory / LOGS_DIR, count)
     return AttemptSnapshot(
         number=number,
         claim=claim.payload if claim else None,
         record=record.payload if record else None,
         heartbeat=heartbeat.payload if heartbeat else None,
-        heartbeat_written_at=heartbeat.envelope.written_at if heartbeat else None,
+        heartbeat_written_at=heartbeat.written_at if heartbeat else None,
         progress=progress.payload if progress else None,
-        progress_written_at=progress.envelope.written_at if progress else None,
+        progress_written_at=progress.written_at if progress else None,
         manifest=manifest,
         status=status.payload if status else None,
         last_log_line=last_line,

@@ -19,7 +19,7 @@ Temporary files are named ``.<final name>.<random>.tmp``: readers ignore names s
 
 :func:`read_record` re-opens the file every time (no cached handle, no mtime shortcut) and returns a
 value, never raising for what it finds on disk: :class:`RecordOk`, :class:`RecordMissing`,
-:class:`RecordCorrupt` (not the exact canonical bytes, bad envelope, checksum mismatch, payload
+:class:`RecordCorrupt` (not framed as a record, bad envelope, checksum mismatch over the bytes, payload
 invalid), :class:`RecordWrongSchema` (an intact record of another schema or version) or
 :class:`RecordUnreadable` (the filesystem refused). Only ``RecordOk`` is evidence of anything.
 """
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
+import hashlib
 import os
 import re
 import secrets
@@ -42,7 +42,7 @@ from pydantic import BaseModel, ValidationError
 
 from data_designer.slurm.contracts import InternalError, InvalidInputError, UnavailableError
 from data_designer.slurm.contracts.records import RecordEnvelope, RecordSchema
-from data_designer.slurm.planner import NotCanonicalError, canonical_json, sha256_digest
+from data_designer.slurm.planner import canonical_json, sha256_digest
 from data_designer.slurm.runtime.store._files import _fsync_directory
 
 M = TypeVar("M", bound=BaseModel)
@@ -79,7 +79,17 @@ class RecordOk(Generic[M]):
     status: ClassVar[Literal["ok"]] = "ok"
     path: Path
     payload: M
-    envelope: RecordEnvelope
+    header: RecordEnvelope
+    """The envelope's own fields (schema, time, checksum) as read; its ``payload`` is left empty."""
+
+    @property
+    def written_at(self) -> datetime | None:
+        return self.header.written_at
+
+    @property
+    def envelope(self) -> RecordEnvelope:
+        """The whole envelope, the payload as JSON data (built on demand: readers rarely need it)."""
+        return self.header.model_copy(update={"payload": self.payload.model_dump(mode="json")})
 
 
 @dataclass(frozen=True)
@@ -154,30 +164,48 @@ def encode_record(schema: RecordSchema[M], payload: M, *, written_at: datetime |
 
 
 def decode_record(data: bytes, schema: RecordSchema[M], *, path: Path) -> ReadResult[M]:
-    """Check and decode the bytes of a record file (pure); ``path`` only labels the result."""
+    """Check and decode the bytes of a record file (pure); ``path`` only labels the result.
+
+    A record is ``canonical_json(envelope) + "\\n"`` and canonical JSON sorts the envelope's keys as checksum,
+    payload, schema_name, schema_version, written_at. So the checksummed body (every field but the checksum) is
+    an exact slice of the bytes: the checksum is verified over the bytes as they are on disk, and any changed,
+    added or removed byte after it reads as corrupt, without parsing and re-encoding the JSON. Then the envelope's
+    fields are validated (schema name and version must be the expected ones) and the payload, parsed once, must be
+    a valid instance of the schema's model. Linear in the bytes.
+    """
+    start = _BODY_START + len(_PAYLOAD_KEY)
+    end = data.rfind(_AFTER_PAYLOAD)
+    framed = (
+        data.startswith(_CHECKSUM_PREFIX)
+        and data.startswith(b'",' + _PAYLOAD_KEY, _BODY_START - 2)
+        and data.endswith(b"}\n")
+        and end > start
+    )
+    if not framed:
+        return RecordCorrupt(path, "not a record: expected canonical JSON of checksum, payload, schema and time")
     try:
-        raw = json.loads(data)
-        canonical = canonical_json(raw) + b"\n"
-    except (ValueError, RecursionError, NotCanonicalError) as exc:
-        return RecordCorrupt(path, f"not canonical JSON: {type(exc).__name__}")
-    if canonical != data:
-        return RecordCorrupt(path, "bytes are not the canonical encoding (truncated, padded or edited)")
-    try:
-        envelope = RecordEnvelope.model_validate_json(data)
+        # the envelope's own fields; the payload's bytes are validated against the schema below
+        header = RecordEnvelope.model_validate_json(data[:start] + b"{}" + data[end:])
     except ValidationError as exc:
         return RecordCorrupt(path, f"not a record envelope: {exc.error_count()} problem(s)")
-    expected = sha256_digest({key: value for key, value in raw.items() if key != "checksum"})
-    if envelope.checksum != expected:
-        return RecordCorrupt(path, "checksum mismatch")
-    if (envelope.schema_name, envelope.schema_version) != (schema.name, schema.version):
-        return RecordWrongSchema(path, (schema.name, schema.version), (envelope.schema_name, envelope.schema_version))
+    body = b"{" + data[_BODY_START:-1]  # the canonical JSON of every field but the checksum
+    if header.checksum != hashlib.sha256(body).hexdigest():
+        return RecordCorrupt(path, "checksum mismatch (the bytes were changed after they were written)")
+    if (header.schema_name, header.schema_version) != (schema.name, schema.version):
+        return RecordWrongSchema(path, (schema.name, schema.version), (header.schema_name, header.schema_version))
     try:
-        payload = schema.model.model_validate_json(canonical_json(raw["payload"]))
+        payload = schema.model.model_validate_json(data[start:end])
     except ValidationError as exc:
         return RecordCorrupt(
             path, f"payload is not a valid {schema.name!r} v{schema.version}: {exc.error_count()} problem(s)"
         )
-    return RecordOk(path, payload, envelope)
+    return RecordOk(path, payload, header)
+
+
+_CHECKSUM_PREFIX = b'{"checksum":"'
+_BODY_START = len(_CHECKSUM_PREFIX) + 64 + 2
+_PAYLOAD_KEY = b'"payload":'
+_AFTER_PAYLOAD = b',"schema_name":'
 
 
 def read_record(path: Path, schema: RecordSchema[M], *, max_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> ReadResult[M]:
