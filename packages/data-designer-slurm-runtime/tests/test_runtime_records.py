@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from data_designer.slurm.contracts import InternalError, UnavailableError
 from data_designer.slurm.contracts.records import RecordEnvelope, RecordSchema
-from data_designer.slurm.planner import canonical_json, sha256_digest
+from data_designer.slurm.planner import canonical_json, canonical_json_data, sha256_digest
 from data_designer.slurm.runtime.store._record_io import (
     RecordAppended,
     RecordConflict,
@@ -457,3 +457,17 @@ def test_an_unwritable_location_is_an_error_not_a_result(tmp_path: Path) -> None
     assert caught.value.info.file == str(tmp_path / "file" / "r.json")
     with pytest.raises(UnavailableError):
         replace_record(tmp_path / "file" / "r.json", BEAT, Beat(writer="w", count=1), clock=fixed_clock)
+
+
+_JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+_JSON = st.recursive(
+    _JSON_SCALARS,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(data=st.dictionaries(st.text(max_size=8), _JSON, max_size=6))
+def test_the_fast_encoder_writes_exactly_the_canonical_bytes(data: dict[str, object]) -> None:
+    # encode_record and plan_digest encode JSON data with one json.dumps: it must equal canonical_json
+    assert canonical_json_data(data) == canonical_json(data)

@@ -12,6 +12,7 @@ Every argv in a plan is a template bound inside the allocation (see ``_argv``).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -40,7 +41,7 @@ from data_designer.slurm.contracts import (
 )
 from data_designer.slurm.planner._argv import client_argv, command_argv, vllm_argv
 from data_designer.slurm.planner._dd_config import read_dd_config
-from data_designer.slurm.planner._digest import MAX_RUN_SEED, derive_sampler_seed, sha256_digest
+from data_designer.slurm.planner._digest import MAX_RUN_SEED, canonical_json_data, derive_sampler_seed
 from data_designer.slurm.planner._document import Document
 from data_designer.slurm.planner._layout import PackingError, chunk_shards, pack_replicas, shard_ranges
 from data_designer.slurm.planner._sbatch import ScriptRequest, render_script
@@ -173,7 +174,7 @@ def compile(
 
 def plan_digest(plan: ExecutionPlan) -> str:
     """sha256 of the canonical JSON of ``plan`` without its digest field."""
-    return sha256_digest(plan.model_dump(mode="json", exclude={"digest"}))
+    return hashlib.sha256(canonical_json_data(plan.model_dump(mode="json", exclude={"digest"}))).hexdigest()
 
 
 def _check_aliases(

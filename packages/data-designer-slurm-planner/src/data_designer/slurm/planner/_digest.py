@@ -55,6 +55,20 @@ def canonical_json(value: Any) -> bytes:
     return text.encode("ascii")
 
 
+def canonical_json_data(value: Any) -> bytes:
+    """``canonical_json`` of JSON data as ``model_dump(mode="json")`` gives it (string keys only): one C-speed
+    ``json.dumps``, byte-identical to :func:`canonical_json` for such data (a property test holds them equal).
+    What it cannot prove equal (a non-finite float, a ``-0.0`` anywhere in the text, a non-JSON value) takes
+    :func:`canonical_json`, which also reports the errors."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return canonical_json(value)
+    if "-0.0" in text:
+        return canonical_json(value)
+    return text.encode("ascii")
+
+
 def sha256_digest(value: Any) -> str:
     """``sha256(canonical_json(value))`` as 64 lowercase hexadecimal characters."""
     return hashlib.sha256(canonical_json(value)).hexdigest()

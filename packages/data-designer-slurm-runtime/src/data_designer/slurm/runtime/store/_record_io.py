@@ -36,13 +36,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Literal, TypeAlias, TypeVar
+from typing import ClassVar, Generic, Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from data_designer.slurm.contracts import InternalError, InvalidInputError, UnavailableError
 from data_designer.slurm.contracts.records import RecordEnvelope, RecordSchema
-from data_designer.slurm.planner import canonical_json, sha256_digest
+from data_designer.slurm.planner import canonical_json, canonical_json_data
 from data_designer.slurm.runtime.store._files import _fsync_directory
 
 M = TypeVar("M", bound=BaseModel)
@@ -146,21 +146,26 @@ class RecordAppended:
 
 
 def encode_record(schema: RecordSchema[M], payload: M, *, written_at: datetime | None) -> tuple[bytes, RecordEnvelope]:
-    """The exact bytes of a record file (pure) and the envelope they hold."""
+    """The exact bytes of a record file (pure) and the envelope they hold: ``canonical_json(envelope) + "\\n"``.
+
+    Assembled in the canonical key order (checksum, payload, schema_name, schema_version, written_at) from the
+    payload's canonical JSON, which is encoded once; the checksum is the sha256 of the same bytes without it.
+    """
     if not isinstance(payload, schema.model):
         raise InternalError(
             f"payload of record {schema.name!r} is a {type(payload).__name__}, not a {schema.model.__name__}",
             code="record_payload_type",
         )
-    body: dict[str, Any] = {
-        "schema_name": schema.name,
-        "schema_version": schema.version,
-        "written_at": None if written_at is None else format_timestamp(written_at),
-        "payload": payload.model_dump(mode="json"),
-    }
-    body["checksum"] = sha256_digest({key: value for key, value in body.items() if key != "checksum"})
-    data = canonical_json(body) + b"\n"
-    return data, RecordEnvelope.model_validate_json(data)
+    plain = payload.model_dump(mode="json")
+    when = None if written_at is None else format_timestamp(written_at)
+    tail = canonical_json({"schema_name": schema.name, "schema_version": schema.version, "written_at": when})
+    body = b'{"payload":' + canonical_json_data(plain) + b"," + tail[1:]
+    checksum = hashlib.sha256(body).hexdigest()
+    data = _CHECKSUM_PREFIX + checksum.encode("ascii") + b'",' + body[1:] + b"\n"
+    envelope = RecordEnvelope(
+        schema_name=schema.name, schema_version=schema.version, checksum=checksum, written_at=written_at, payload=plain
+    )
+    return data, envelope
 
 
 def decode_record(data: bytes, schema: RecordSchema[M], *, path: Path) -> ReadResult[M]:
