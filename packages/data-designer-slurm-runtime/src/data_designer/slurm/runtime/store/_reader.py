@@ -2,10 +2,11 @@
 
 ``status`` (and later ``retry``, ``merge``, ``benchmark analyze``) consume its snapshot; nobody reads a run's
 records another way. Cost is linear in shards: one listing of ``shards/`` and of the run directory, one of each
-shard's ``attempts/``, and per attempt its claim, ``attempt.json``, ``status.json`` and result manifest, plus the
-heartbeat, progress and last log line only while an attempt has no successful ``status.json`` (an attempt that
-succeeded with a complete manifest is read as those two records alone). Only
-``RecordOk`` that matches this run counts; anything else is named in ``problems`` and proves nothing.
+shard's ``attempts/``, and per attempt its ``status.json`` and result manifest; unless those say it succeeded
+with a complete manifest (nothing else can then change its shard's state), also its claim and ``attempt.json``,
+and while it has no successful ``status.json`` its heartbeat, progress and last log line. Slurm's own
+``slurm-<job>_<task>.err`` is read only for a shard without any attempt. Only ``RecordOk`` that matches this run
+counts; anything else is named in ``problems`` and proves nothing.
 """
 
 from __future__ import annotations
