@@ -180,19 +180,24 @@ def write_run_directory(
     outcome: Callable[[int], ShardOutcome] | None = None,
     clock: Clock | None = None,
     job_id_start: int = 1000,
+    job_ids: Sequence[str] | None = None,
+    max_array_size: int = 1001,
 ) -> RunLayout:
     """Write a run of ``shards`` shards under the workspace ``root`` (absolute) and return its layout.
 
     ``outcome(shard)`` says what each shard left (default: every shard succeeded). ``clock()`` is "now": the run
     was created about two hours before it, finished attempts ended before it, a running shard's heartbeat is
-    exactly it. Chunk ``c`` (of ``MaxArraySize`` 1001) has job id ``job_id_start + c``. The run id is
-    deterministic (``status-bench-<time>-<hex of the shard count>``): one run per root and shard count.
+    exactly it. The plan is chunked by ``max_array_size`` (the cluster's ``MaxArraySize``, in the compile facts and
+    the run record). Chunk ``c`` has job id ``job_ids[c]`` (one per chunk, e.g. real held jobs' ids), else
+    ``job_id_start + c``. The run id is deterministic (``status-bench-<time>-<hex of the shard count>``): one run
+    per root and shard count.
     """
     now = (clock or system_clock)()
     records = shards * records_per_shard
     created = (now - timedelta(hours=2) - _generation(records_per_shard)).replace(microsecond=0)
     layout = RunLayout(root, RunId(RUN_NAME, created, f"{shards % 0x1000000:06x}"))
-    plan, run_text = _compile(root, shards, records)
+    facts = ClusterFacts(gpus_per_node=2, max_array_size=max_array_size)
+    plan, run_text = _compile(root, shards, records, facts)
     binding = SubmissionBinding(
         run_id=str(layout.run_id), run_dir=str(layout.run_dir), job_name_prefix=f"{JOB_NAME_PREFIX}{layout.run_id}"
     )
@@ -207,7 +212,7 @@ def write_run_directory(
         run_file=str(root / f"{RUN_NAME}.json"),
         profile_file=str(root / "profile.yaml"),
         cluster="local",
-        facts=ClusterFacts(gpus_per_node=2),
+        facts=facts,
         plan_digest=plan.digest,
         config_digest=plan.config_digest,
         shards=len(plan.shards),
@@ -217,7 +222,13 @@ def write_run_directory(
     )
     write_record_once(layout.run_record, RUN_SCHEMA, record, clock=lambda: created)
     submitted = created + _SUBMIT_DELAY
-    jobs = tuple(_submitted_job(chunk, str(job_id_start + chunk.chunk)) for chunk in unit.chunks)
+    ids = [str(job_id_start + chunk.chunk) for chunk in unit.chunks] if job_ids is None else list(job_ids)
+    if len(ids) != len(unit.chunks):
+        raise InternalError(
+            f"{len(ids)} job id(s) for {len(unit.chunks)} chunk(s) (MaxArraySize {max_array_size})",
+            code="job_ids_mismatch",
+        )
+    jobs = tuple(_submitted_job(chunk, job_id) for chunk, job_id in zip(unit.chunks, ids, strict=True))
     submission = SubmissionRecord(
         submitted_at=submitted, jobs=jobs, submitted=len(jobs), recovered=0, sbatch_calls=len(jobs)
     )
@@ -277,7 +288,7 @@ def register_run_jobs(
 # -- the run ----------------------------------------------------------------------------------------------------
 
 
-def _compile(root: Path, shards: int, records: int) -> tuple[ExecutionPlan, str]:
+def _compile(root: Path, shards: int, records: int, facts: ClusterFacts) -> tuple[ExecutionPlan, str]:
     document = writer_run(RUN_NAME, records=records, shards=shards, replicas=1)
     text = json.dumps(document, indent=2, sort_keys=True) + "\n"
     profile = ClusterProfile.model_validate(
@@ -291,7 +302,7 @@ def _compile(root: Path, shards: int, records: int) -> tuple[ExecutionPlan, str]
         }
     )
     spec = load_run(text, file=str(root / f"{RUN_NAME}.json"))
-    plan = compile(spec, profile, cluster="local", config=resolve_config(spec), facts=ClusterFacts(gpus_per_node=2))
+    plan = compile(spec, profile, cluster="local", config=resolve_config(spec), facts=facts)
     return plan, text
 
 
