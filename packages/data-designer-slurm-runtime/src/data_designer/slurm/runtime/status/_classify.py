@@ -224,7 +224,7 @@ def _running(
 def _ended(shard: ShardSnapshot, attempt: AttemptSnapshot) -> _Verdict:
     status = attempt.status
     assert status is not None
-    line = status.log_tail[-1] if status.log_tail else attempt.last_log_line
+    line = _last_own_line(status.log_tail) or attempt.last_log_line
     done = shard.records_done
     if status.status == "succeeded":
         reason = "manifest_invalid"
@@ -235,6 +235,13 @@ def _ended(shard: ShardSnapshot, attempt: AttemptSnapshot) -> _Verdict:
     if status.status in _PARTIAL_ENDINGS and done:
         return _Verdict("partial", reason=status.status, message=status.message, last_log_line=line)
     return _Verdict("failed", reason=status.status, message=status.message, last_log_line=line)
+
+
+def _last_own_line(log_tail: tuple[str, ...]) -> str | None:
+    """The last line the step itself wrote: srun appends its own ``srun: error: ... Exited with exit code N`` and
+    ``srun: ... Terminating StepId=...`` lines after a failing step's output, which never say why it failed."""
+    own = [line for line in log_tail if not line.startswith("srun: ")]
+    return own[-1] if own else (log_tail[-1] if log_tail else None)
 
 
 def _terminal_without_status(
