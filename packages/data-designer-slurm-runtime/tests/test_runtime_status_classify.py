@@ -611,6 +611,14 @@ def test_s9_preflight_exit_6_without_attempt_is_environment_mismatch_with_the_im
     assert result.attempts == ()
 
 
+def test_s9_seen_only_by_squeue_the_preflight_is_told_by_slurms_stderr() -> None:
+    # squeue prints no exit code (sacct is down): the task's own .err holds the import check's failure
+    err = BatchError(job_name="dd-t-c0", array_task=0, path="/workspace/slurm-dd-t-c0_0.err", lines=PREFLIGHT_LINES)
+    failed = evidence(task(0), "failed", raw="FAILED")
+    result = one(shard(0, batch_errors=(err,)), observed(failed, sacct="failed"))
+    assert (result.state, result.reason) == ("failed", "environment_mismatch")
+
+
 def test_s9_preflight_exit_6_without_stderr_still_says_environment_mismatch() -> None:
     failed = evidence(task(0), "failed", exit_code=6, end=NOW - timedelta(seconds=5))
     result = one(shard(0), observed(failed))
@@ -774,6 +782,12 @@ def test_e3_time_limit_with_some_records_is_partial_with_why() -> None:
 def test_e4_time_limit_without_records_is_failed() -> None:
     result = one(shard(0, attempt(0, status=ended("time_limit"))), None)
     assert (result.state, result.reason) == ("failed", "time_limit")
+
+
+def test_e4_the_last_log_line_is_the_steps_own_not_sruns_trailer() -> None:
+    tail = ("writer: CUDA out of memory", "srun: error: node2: task 0: Exited with exit code 7", "srun: Terminating")
+    result = one(shard(0, attempt(0, status=ended("server_failed_to_start", tail=tail))), None)
+    assert result.last_log_line == "writer: CUDA out of memory"
 
 
 # -- M: matching evidence to attempts, array indices to shards ------------------------------------------------

@@ -156,6 +156,20 @@ def test_right_after_execute_every_shard_is_pending_from_two_calls_and_the_obser
     assert observation.payload.job_ids == (env.job(),)
 
 
+def test_an_unchanged_observation_is_recorded_again_only_after_ten_minutes(env: Env) -> None:
+    env.execute()
+    env.status()
+    env.fake.advance(0.5)  # still pending: Slurm says the same
+    env.status()
+    assert sorted(p.name for p in env.layout.observations_dir.iterdir()) == ["0001.json"]
+    env.fake.advance(1)  # the tasks started: a change is recorded at once
+    env.status()
+    assert len(list(env.layout.observations_dir.iterdir())) == 2
+    env.fake.advance(601)  # same evidence, but ten minutes later: recorded again
+    env.status()
+    assert len(list(env.layout.observations_dir.iterdir())) == 3
+
+
 def test_no_refresh_asks_nothing_and_classifies_with_the_last_observation(env: Env) -> None:
     env.execute()
     env.status()
@@ -207,6 +221,8 @@ def test_scheduler_outage_is_unknown_with_the_last_known_state_and_its_age(env: 
     assert status.evidence_age_s == pytest.approx(30.0, abs=0.01)
     assert status.counts == {"unknown": 4}
     assert is_unavailable(status)
+    assert status.scheduler_error is not None
+    assert "squeue" in status.scheduler_error
 
 
 def test_an_outage_with_no_observation_ever_recorded_is_unknown_without_evidence(env: Env) -> None:

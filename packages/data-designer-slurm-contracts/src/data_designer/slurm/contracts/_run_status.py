@@ -82,7 +82,9 @@ class AttemptStatus(BaseModel):
     state: AttemptState
     job_id: str | None = None
     array_task: NonNegativeInt | None = None
-    restart_count: NonNegativeInt = 0
+    restart_count: NonNegativeInt | None = Field(
+        default=None, description="From the claim; None when the claim was not read (a complete attempt) or is bad."
+    )
     scheduler_state: str | None = Field(default=None, description="The task's state as Slurm printed it, if seen.")
     final_status: FinalStatus | None = Field(default=None, description="From status.json, when written.")
     exit_code: int | None = None
@@ -138,6 +140,9 @@ class RunStatus(BaseModel):
     squeue: SourceReport | None = None
     sacct: SourceReport | None = None
     scheduler_calls: NonNegativeInt = Field(description="squeue/sacct calls this status made (0 with --no-refresh).")
+    scheduler_error: str | None = Field(
+        default=None, description="Why Slurm could not be asked now (the evidence is then the last recorded one)."
+    )
     files_read: NonNegativeInt = Field(default=0, description="Record and log files read from the run directory.")
     eta_s: NonNegativeFloat | None = Field(default=None, description="From the progress rate; None when unknown.")
     records_per_s: NonNegativeFloat | None = None

@@ -55,6 +55,9 @@ def missing_ranges(whole: tuple[int, int], covered: Iterable[tuple[int, int]]) -
 
 def count_indices(ranges: Iterable[tuple[int, int]]) -> int:
     """How many distinct indices ``ranges`` hold."""
+    if isinstance(ranges, tuple) and len(ranges) == 1:  # the common case: one range, nothing to merge
+        start, stop = _check(ranges[0])
+        return stop - start
     return sum(stop - start for start, stop in normalise_ranges(ranges))
 
 

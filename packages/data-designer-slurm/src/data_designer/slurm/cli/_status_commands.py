@@ -180,6 +180,8 @@ def render_status(result: RunStatus, every_shard: bool) -> str:
     lines = [summary(result)]
     if result.submission_error:
         lines.append(f"not submitted: {result.submission_error}")
+    if result.scheduler_error:
+        lines.append(f"Slurm could not be asked: {result.scheduler_error}")
     shown = [s for s in result.shards if every_shard or s.state != "succeeded"]
     if shown:
         rows = [

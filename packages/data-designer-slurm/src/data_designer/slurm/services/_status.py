@@ -67,6 +67,7 @@ def status_of(
             rules=rules or Rules(),
             scheduler_calls=seen.calls,
             asked=seen.asked,
+            scheduler_error=seen.detail if seen.asked else None,
         )
 
 

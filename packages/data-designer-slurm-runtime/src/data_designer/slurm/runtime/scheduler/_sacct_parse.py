@@ -32,7 +32,7 @@ SACCT_FORMAT = "JobID,JobIDRaw,State,ExitCode,Reason,NodeList,Submit,Start,End,J
 PLACEHOLDER_NAME = "allocation"
 _COMMAND = "sacct"
 _JOB_ID_RE = re.compile(
-    r"([1-9]\d{0,18})(?:_(\d{1,10}|\[[0-9,\-:%]{1,200}\]))?(\+\d{1,6})?(\.[A-Za-z0-9_+-]{1,64})?", re.ASCII
+    r"([1-9]\d{0,18})(?:_(\d{1,10}|\[[0-9,\-:%]{1,100000}\]))?(\+\d{1,6})?(\.[A-Za-z0-9_+-]{1,64})?", re.ASCII
 )
 _RAW_ID_RE = re.compile(r"[1-9]\d{0,18}(\.[A-Za-z0-9_+-]{1,64})?", re.ASCII)
 _EXIT_RE = re.compile(r"(\d{1,5}):(\d{1,5})", re.ASCII)

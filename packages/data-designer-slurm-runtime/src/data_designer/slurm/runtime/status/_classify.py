@@ -31,6 +31,8 @@ attributes), and how long after submission a job may be absent from both sources
 DEFAULT_STALE_BEATS = 4
 """Missed heartbeat intervals after which a running attempt is stale."""
 PREFLIGHT_EXIT = EXIT_CODES["environment_mismatch"]
+_IMPORT_FAILURE = "No module named 'data_designer"
+"""What the batch script's import check prints when the compute Python lacks the runtime."""
 """The batch script's own exit when the compute Python cannot import the runtime (before any attempt exists)."""
 
 _PARTIAL_ENDINGS = frozenset({"time_limit", "preempted"})
@@ -67,6 +69,7 @@ def classify(
     rules: Rules = Rules(),
     scheduler_calls: int = 0,
     asked: bool = True,
+    scheduler_error: str | None = None,
 ) -> RunStatus:
     """The run's status from its snapshot and one observation (None: the scheduler could not be asked and no
     observation was ever recorded). ``evidence`` says whether ``observation`` is live or the last recorded one;
@@ -101,6 +104,7 @@ def classify(
         squeue=observation.squeue if observation is not None else None,
         sacct=observation.sacct if observation is not None else None,
         scheduler_calls=scheduler_calls,
+        scheduler_error=scheduler_error,
         files_read=snapshot.stats.files_read,
         eta_s=remaining / rate if rate and remaining > 0 else (0.0 if remaining == 0 else None),
         records_per_s=rate,
@@ -244,10 +248,18 @@ def _last_own_line(log_tail: tuple[str, ...]) -> str | None:
     return own[-1] if own else (log_tail[-1] if log_tail else None)
 
 
+def _preflight_failed(shard: ShardSnapshot) -> bool:
+    """Slurm's stderr of the shard's task shows the batch script's import check failing."""
+    lines = shard.batch_errors[-1].lines if shard.batch_errors else ()
+    return any(_IMPORT_FAILURE in line for line in lines)
+
+
 def _terminal_without_status(
     shard: ShardSnapshot, own: AttemptSnapshot | None, latest: TaskRef, ev: TaskEvidence, now: datetime, rules: Rules
 ) -> _Verdict:
-    if own is None and ev.exit_code == PREFLIGHT_EXIT:  # this incarnation never claimed: the preflight failed
+    # this incarnation never claimed: the preflight failed (the exit code is in sacct; squeue alone prints none,
+    # but Slurm's own stderr of the task shows the import check failing)
+    if own is None and (ev.exit_code == PREFLIGHT_EXIT or _preflight_failed(shard)):
         lines = shard.batch_errors[-1].lines if shard.batch_errors else ()
         cause = next((line for line in reversed(lines) if "Error" in line), lines[-1] if lines else None)
         return _Verdict(
@@ -304,7 +316,9 @@ def _attempt_status(
     published = count_indices(shard.kept.get(attempt.number, ()))
     status = attempt.status
     state: AttemptState
-    if status is not None:
+    if status is None and attempt.manifest is not None and attempt.manifest.complete:
+        state = "succeeded"  # read as its complete manifest alone
+    elif status is not None:
         state = (
             "succeeded"
             if status.status == "succeeded" and attempt.manifest and attempt.manifest.complete
@@ -326,7 +340,7 @@ def _attempt_status(
         state=state,
         job_id=claim.job_id if claim else None,
         array_task=claim.array_task if claim else None,
-        restart_count=claim.restart_count if claim else 0,
+        restart_count=claim.restart_count if claim else None,
         scheduler_state=ev.raw_state if ev is not None else None,
         final_status=status.status if status else None,
         exit_code=status.exit_code if status else None,

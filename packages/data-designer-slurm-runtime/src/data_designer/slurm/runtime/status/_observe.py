@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from data_designer.slurm.contracts import Observation, SchedulerEvidence, SlurmExtensionError, UnavailableError
 from data_designer.slurm.contracts.records import OBSERVATION_SCHEMA, ObservationRecord
@@ -21,6 +21,9 @@ from data_designer.slurm.runtime.store import Clock, RunSnapshot, append_record,
 OBSERVE_TIMEOUT_S = 15.0
 """Each of squeue and sacct gets this long: a hung slurmdbd must not hang ``status``."""
 SINCE_SLACK = timedelta(minutes=10)
+RECORD_UNCHANGED_EVERY = timedelta(minutes=10)
+"""An observation that says exactly what the last recorded one said is appended again only after this long, so a
+``wait`` polling a quiet run does not write megabytes a minute; the recorded age is then older, never younger."""
 """``sacct -S`` starts this long before the run was created (clock skew between login node and Slurm)."""
 
 
@@ -54,7 +57,7 @@ def observe_run(
         if cached is not None:
             return RunObservation(cached.observation, "cached", 2, exc.info.message)
         return RunObservation(None, "none", 2, exc.info.message)
-    if record:
+    if record and _worth_recording(snapshot, observation):
         # a workspace we may read but not write: the status is still right, only not remembered
         with contextlib.suppress(SlurmExtensionError):
             append_record(
@@ -65,6 +68,40 @@ def observe_run(
                 operation="status.observe",
             )
     return RunObservation(observation, "live", observation.calls)
+
+
+def _worth_recording(snapshot: RunSnapshot, observation: Observation) -> bool:
+    last = snapshot.last_observation
+    if last is None or snapshot.last_observation_at is None or last.job_ids != snapshot.job_ids:
+        return True
+    fresh = _parse(observation.observed_at) - snapshot.last_observation_at < RECORD_UNCHANGED_EVERY
+    return not (fresh and _evidence(last.observation) == _evidence(observation))
+
+
+def _evidence(observation: Observation) -> tuple[object, ...]:
+    """What an observation says, without when it said it."""
+    tasks = tuple(
+        (
+            t.job_id,
+            t.array_index,
+            t.raw_state,
+            t.exit_code,
+            t.signal,
+            t.reason,
+            t.nodes,
+            t.start_time,
+            t.end_time,
+            t.restarts,
+            t.source,
+        )
+        for t in observation.tasks
+    )
+    sources = (observation.squeue.status, observation.sacct.status)
+    return (tasks, sources, observation.missing_job_ids, observation.accounting_lag)
+
+
+def _parse(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def cached_observation(snapshot: RunSnapshot) -> RunObservation:

@@ -2,9 +2,9 @@
 
 ``status`` (and later ``retry``, ``merge``, ``benchmark analyze``) consume its snapshot; nobody reads a run's
 records another way. Cost is linear in shards: one listing of ``shards/`` and of the run directory, one of each
-shard's ``attempts/``, and per attempt its ``status.json`` and result manifest; unless those say it succeeded
-with a complete manifest (nothing else can then change its shard's state), also its claim and ``attempt.json``,
-and while it has no successful ``status.json`` its heartbeat, progress and last log line. Slurm's own
+shard's ``attempts/``, and per attempt its result manifest; unless that is valid and complete (nothing else can
+then change what the attempt contributes), also its ``status.json``, claim and ``attempt.json``, and while it has
+no successful ``status.json`` its heartbeat, progress and last log line. Slurm's own
 ``slurm-<job>_<task>.err`` is read only for a shard without any attempt. Only ``RecordOk`` that matches this run
 counts; anything else is named in ``problems`` and proves nothing.
 """
@@ -37,10 +37,10 @@ from data_designer.slurm.contracts.records import (
     SubmissionRecord,
 )
 from data_designer.slurm.runtime.scheduler._slurm_parse import expand_indices
-from data_designer.slurm.runtime.store._claims import attempt_numbers
 from data_designer.slurm.runtime.store._coverage import coverage_from, manifest_matches
 from data_designer.slurm.runtime.store._layout import (
     ATTEMPT_RECORD,
+    ATTEMPTS_DIR,
     CLAIM_FILE,
     HEARTBEAT_RECORD,
     LOGS_DIR,
@@ -49,6 +49,9 @@ from data_designer.slurm.runtime.store._layout import (
     PROGRESS_RECORD,
     STATUS_RECORD,
     RunLayout,
+    format_attempt,
+    format_shard,
+    parse_attempt,
     parse_shard,
 )
 from data_designer.slurm.runtime.store._plan import load_plan
@@ -91,14 +94,17 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
     tasks = _tasks_by_shard(run, submissions, plan_chunks={c.chunk: c for c in plan.submission.chunks})
     present = _list(layout.shards_dir, count)
     shard_dirs = {number for number in map(parse_shard, present) if number is not None}
+    shards_root = str(layout.shards_dir)
     run_names = set(_list(layout.run_dir, count))
     shards = []
     for shard in plan.shards:
         attempts: list[AttemptSnapshot] = []
         if shard.shard in shard_dirs:
-            count.listings += 1
-            for number in attempt_numbers(layout.attempts_dir(shard.shard)):
-                attempts.append(_read_attempt(layout, shard.shard, number, run.plan_digest, count))
+            # plain strings in this loop: one path parse per record file, not one per join (10,000 shards)
+            attempts_dir = f"{shards_root}/{format_shard(shard.shard)}/{ATTEMPTS_DIR}"
+            for number in _attempt_numbers(attempts_dir, count):
+                directory = f"{attempts_dir}/{format_attempt(number)}"
+                attempts.append(_read_attempt(layout, directory, shard.shard, number, run.plan_digest, count))
         manifests = {a.number: a.manifest for a in attempts if a.manifest is not None}
         coverage = coverage_from(shard, manifests)
         shard_tasks = tasks.get(shard.shard, ())
@@ -232,28 +238,47 @@ def _array_indices(spec: str) -> frozenset[int] | None:
         return None
 
 
-def _read_attempt(layout: RunLayout, shard: int, number: int, plan_digest: str, count: _Counter) -> AttemptSnapshot:
-    """One attempt's records. An attempt that ended ``succeeded`` with a valid, complete manifest is fully told by
-    those two records: its claim, attempt record, heartbeat, progress and logs are not read (nothing they hold
-    can change its shard's state). Any other attempt's claim and attempt record are read, and while it has no
-    successful status also its heartbeat, progress and last log line."""
+def _attempt_numbers(attempts_dir: str, count: _Counter) -> list[int]:
+    """The attempt numbers under a shard's ``attempts/`` (ascending; strays skipped), as ``attempt_numbers``."""
+    count.listings += 1
+    try:
+        names = os.listdir(attempts_dir)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise UnavailableError(
+            f"cannot list {attempts_dir!r}: {exc.strerror}",
+            code="filesystem_unavailable",
+            operation=_OPERATION,
+            file=attempts_dir,
+        ) from exc
+    return sorted(number for number in map(parse_attempt, names) if number is not None)
+
+
+def _read_attempt(
+    layout: RunLayout, directory: str, shard: int, number: int, plan_digest: str, count: _Counter
+) -> AttemptSnapshot:
+    """One attempt's records. An attempt whose valid manifest produced all it was assigned is told by that record
+    alone: its status, claim, attempt record, heartbeat, progress and logs are not read (nothing they hold can
+    change what it contributes, and the shard's state follows from the manifests). Any other attempt's status,
+    claim and attempt record are read, and while it has no successful status also its heartbeat, progress and last
+    log line."""
     problems: list[str] = []
-    directory = layout.attempt_dir(shard, number)
 
     def read(name: str, schema: RecordSchema[M]) -> RecordOk[M] | None:
         count.files += 1
-        result = read_record(directory / name, schema)
+        result = read_record(Path(f"{directory}/{name}"), schema)
         if isinstance(result, RecordOk):
             return result
         if result.status != "missing":
             problems.append(f"{name} is {result.status.replace('_', ' ')}")
         return None
 
-    status = read(STATUS_RECORD, STATUS_SCHEMA)
     manifest = _valid_manifest(read(_MANIFEST_NAME, MANIFEST_SCHEMA), layout, plan_digest, shard, number, problems)
+    if manifest is not None and manifest.complete and manifest.ranges == manifest.assigned:
+        return AttemptSnapshot(number=number, manifest=manifest)
+    status = read(STATUS_RECORD, STATUS_SCHEMA)
     succeeded = status is not None and status.payload.status == "succeeded"
-    if succeeded and manifest is not None and manifest.complete:
-        return AttemptSnapshot(number=number, manifest=manifest, status=status.payload if status else None)
     claim = read(CLAIM_FILE, CLAIM_SCHEMA)
     record = read(ATTEMPT_RECORD, ATTEMPT_SCHEMA)
     heartbeat = progress = None
@@ -261,7 +286,7 @@ def _read_attempt(layout: RunLayout, shard: int, number: int, plan_digest: str, 
     if not succeeded:
         heartbeat = read(HEARTBEAT_RECORD, HEARTBEAT_SCHEMA)
         progress = read(PROGRESS_RECORD, PROGRESS_SCHEMA)
-        last_line = _last_log_line(directory / LOGS_DIR, count)
+        last_line = _last_log_line(Path(directory) / LOGS_DIR, count)
     return AttemptSnapshot(
         number=number,
         claim=claim.payload if claim else None,
