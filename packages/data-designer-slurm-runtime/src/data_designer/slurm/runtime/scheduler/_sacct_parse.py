@@ -68,10 +68,13 @@ def parse_sacct(text: str) -> SacctRecords:
         if match is None or _RAW_ID_RE.fullmatch(raw_id.strip()) is None:
             raise SlurmOutputError(f"line {number}: bad job id {job!r}/{raw_id!r}", command=_COMMAND, line=number)
         master, task, het, step = match.groups()
+        if step is not None:  # a step's row (17.batch): the task's own row says it all
+            continue
         code, signal = parse_exit_code(exit_code, command=_COMMAND, line=number)
+        single = int(task) if task is not None and not task.startswith("[") else None
         template = JobRecord(
             job_id=master + (het or ""),
-            array_index=None,
+            array_index=single,
             job_name=name,
             state=normalise_state(state, command=_COMMAND, line=number),
             raw_state=state.strip(),
@@ -83,9 +86,9 @@ def parse_sacct(text: str) -> SacctRecords:
             start_time=parse_time(start, command=_COMMAND, line=number),
             end_time=parse_time(end, command=_COMMAND, line=number),
         )
-        if step is not None:
-            continue
-        if task is None:
+        if single is not None:
+            records.append(template)
+        elif task is None:
             if name == PLACEHOLDER_NAME and het is None:
                 placeholders.append(master)
             else:
@@ -93,6 +96,4 @@ def parse_sacct(text: str) -> SacctRecords:
         elif task.startswith("["):
             indices = expand_indices(task[1:-1], command=_COMMAND, line=number)
             records.extend(replace(template, array_index=index) for index in indices)
-        else:
-            records.append(replace(template, array_index=int(task)))
     return SacctRecords(records=tuple(records), placeholders=tuple(dict.fromkeys(placeholders)))

@@ -33,9 +33,11 @@ def parse_squeue(text: str) -> tuple[JobRecord, ...]:
         array_id, task, _printed, state, reason, nodes, submit, start, name = split_fields(
             raw, 9, command=_COMMAND, line=number
         )
+        task = task.strip()
+        single = int(task) if task.isascii() and task.isdigit() else None
         template = JobRecord(
             job_id=parse_job_id(array_id, command=_COMMAND, line=number),
-            array_index=None,
+            array_index=single,
             job_name=name,
             state=normalise_state(state, command=_COMMAND, line=number),
             raw_state=state.strip(),
@@ -44,8 +46,7 @@ def parse_squeue(text: str) -> tuple[JobRecord, ...]:
             submit_time=parse_time(submit, command=_COMMAND, line=number),
             start_time=parse_time(start, command=_COMMAND, line=number),
         )
-        task = task.strip()
-        if task in ("N/A", ""):
+        if single is not None or task in ("N/A", ""):
             records.append(template)
         else:
             indices = expand_indices(task, command=_COMMAND, line=number)

@@ -80,6 +80,8 @@ class ShardSnapshot:
 
     @property
     def records_done(self) -> int:
+        if len(self.kept) == 1:  # the usual shard: one attempt's ranges
+            return count_indices(next(iter(self.kept.values())))
         return count_indices(item for ranges in self.kept.values() for item in ranges)
 
 
