@@ -22,6 +22,7 @@ from pathlib import Path
 from data_designer.slurm.contracts import ExecutionPlan, SlurmExtensionError, __version__
 from data_designer.slurm.contracts.records import FinalStatus
 from data_designer.slurm.planner import bind_argv
+from data_designer.slurm.runtime._versions import installed_version
 from data_designer.slurm.runtime.store._layout import RUNS_DIR, RunLayout
 from data_designer.slurm.runtime.store._plan import digest_problem, load_plan_file
 
@@ -54,13 +55,6 @@ class TaskIdentity:
     attempt: int
     job_id: str | None
     restart_count: int
-
-
-def installed_version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def load_plan(path: Path) -> ExecutionPlan:

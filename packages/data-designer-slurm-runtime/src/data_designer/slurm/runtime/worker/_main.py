@@ -45,8 +45,8 @@ from data_designer.slurm.contracts.records import (
     WorkerError,
 )
 from data_designer.slurm.planner import derive_range_seed, normalise_ranges
+from data_designer.slurm.runtime._versions import installed_version
 from data_designer.slurm.runtime.store._record_io import RecordWritten, system_clock, write_record_once
-from data_designer.slurm.runtime.supervisor._environment import installed_version
 from data_designer.slurm.runtime.worker._drain import (
     CompletedBatch,
     Drain,
