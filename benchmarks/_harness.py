@@ -13,11 +13,13 @@ as a :class:`Prerequisite`. The runner skips a benchmark whose prerequisite is m
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -154,3 +156,37 @@ UV = Prerequisite(
     description="the uv binary, to build throwaway virtual environments",
     check=_uv_missing,
 )
+
+
+CLUSTER_LOCK_TIMEOUT_S = 900.0
+"""How long a benchmark waits for another holder of a lock (a cluster test session) before giving up."""
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[float]:
+    """Hold an exclusive ``flock`` on ``path`` (waiting at most ``CLUSTER_LOCK_TIMEOUT_S``); yields the seconds waited."""
+    with path.open("a") as handle:
+        start = time.monotonic()
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() - start > CLUSTER_LOCK_TIMEOUT_S:
+                    raise TimeoutError(f"{path} stayed locked for {CLUSTER_LOCK_TIMEOUT_S:g}s") from None
+                time.sleep(1.0)
+        try:
+            yield time.monotonic() - start
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def cluster_lock(state_dir: str | None) -> Iterator[str]:
+    """Hold the cluster test session's lock (if the local cluster's state dir is known); yields a note."""
+    if not state_dir or not Path(state_dir).is_dir():
+        yield "no DDSLURM_STATE_DIR: ran without the cluster lock"
+        return
+    path = Path(state_dir) / "pytest-cluster.lock"
+    with file_lock(path) as waited:
+        yield f"held {path.name} (waited {waited:.1f}s)"

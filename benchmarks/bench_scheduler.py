@@ -31,8 +31,6 @@ session's lock) while it submits, so it neither disturbs nor is disturbed by a t
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import re
 import secrets
@@ -40,12 +38,12 @@ import shlex
 import statistics
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from benchmarks._harness import SLURM_CLUSTER, Benchmark, Figure, RunContext, Target
+from benchmarks._harness import SLURM_CLUSTER, Benchmark, Figure, RunContext, Target, cluster_lock
 from data_designer.slurm.contracts import (
     ArrayTaskBinding,
     SubmissionChunk,
@@ -63,7 +61,6 @@ _OBSERVE_CALLS_TARGET = 2
 _ISSUE_SHARDS = 10_000
 _ISSUE_MAX_ARRAY_SIZE = 1001
 _FROM_NOTHING_TARGET_S = 60.0
-_LOCK_TIMEOUT_S = 900.0
 _UP_TIMEOUT_S = 600.0
 _HARNESS_ENV = "DDSLURM_BENCH_HARNESS"
 _RECORD_FILE = "last-up.env"
@@ -106,30 +103,6 @@ def _submit(scheduler: SlurmScheduler, runner: CountingRunner, unit: SubmissionU
 
 def _figure_label(tasks: int) -> str:
     return f"{tasks:,} task{'s' if tasks != 1 else ''}"
-
-
-@contextlib.contextmanager
-def _cluster_lock(state_dir: str | None) -> Iterator[str]:
-    """Hold the cluster test session's lock (if the local cluster's state dir is known); yields a note."""
-    if not state_dir or not Path(state_dir).is_dir():
-        yield "no DDSLURM_STATE_DIR: ran without the cluster lock"
-        return
-    path = Path(state_dir) / "pytest-cluster.lock"
-    with path.open("a") as handle:
-        start = time.monotonic()
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() - start > _LOCK_TIMEOUT_S:
-                    message = f"{path} stayed locked for {_LOCK_TIMEOUT_S:g}s (a cluster test session?)"
-                    raise TimeoutError(message) from None
-                time.sleep(1.0)
-        try:
-            yield f"held {path} (waited {time.monotonic() - start:.1f}s for it)"
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class _Cleanup:
@@ -333,7 +306,7 @@ def run(ctx: RunContext) -> list[Figure]:
     cleanup = _Cleanup(runner)
     submissions: dict[int, _Submitted] = {}
     cleaned = ""
-    with _cluster_lock(state_dir) as locked:
+    with cluster_lock(state_dir) as locked:
         try:
             for tasks in sizes:
                 observed, submissions[tasks] = _observation_figures(

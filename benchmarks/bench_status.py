@@ -29,7 +29,6 @@ write), else under the benchmark cache; a fixture is reused when its marker file
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import inspect
 import json
@@ -39,7 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -47,7 +46,7 @@ from typing import Any, Literal
 
 import data_designer.slurm.contracts as contracts
 import data_designer.slurm.planner as planner
-from benchmarks._harness import SLURM_CLUSTER, Benchmark, Figure, RunContext, Target
+from benchmarks._harness import SLURM_CLUSTER, Benchmark, Figure, RunContext, Target, cluster_lock, file_lock
 from data_designer.slurm.contracts import RunStatus, SubmissionUnit
 from data_designer.slurm.contracts.records import RUN_SCHEMA
 from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
@@ -77,7 +76,6 @@ SHM_ROOM_BYTES = 1 << 30
 FIXTURE_MARKER = "fixture.json"
 FIRST_OBSERVATION = 1
 PROBE_TIMEOUT_S = 300
-LOCK_TIMEOUT_S = 900.0
 SCRIPT = "#!/bin/bash\ntrue\n"
 HELD_ARGS = ("--hold", "--output=/dev/null", "--error=/dev/null", "--time=1", "--ntasks=1")
 
@@ -234,36 +232,6 @@ def fake_figures(item: Fixture, repeats: int) -> list[Figure]:
 
 
 # -- the real cluster -----------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[float]:
-    """Hold an exclusive ``flock`` on ``path`` (waiting at most ``LOCK_TIMEOUT_S``); yields the seconds waited."""
-    with path.open("a") as handle:
-        start = time.monotonic()
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() - start > LOCK_TIMEOUT_S:
-                    raise TimeoutError(f"{path} stayed locked for {LOCK_TIMEOUT_S:g}s") from None
-                time.sleep(1.0)
-        try:
-            yield time.monotonic() - start
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def cluster_lock(state_dir: str | None) -> Iterator[str]:
-    """Hold the cluster test session's lock (if the local cluster's state dir is known); yields a note."""
-    if not state_dir or not Path(state_dir).is_dir():
-        yield "no DDSLURM_STATE_DIR: ran without the cluster lock"
-        return
-    path = Path(state_dir) / "pytest-cluster.lock"
-    with file_lock(path) as waited:
-        yield f"held {path.name} (waited {waited:.1f}s)"
 
 
 def _cli_env(home: Path) -> dict[str, str]:

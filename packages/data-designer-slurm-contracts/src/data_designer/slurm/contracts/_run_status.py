@@ -8,7 +8,7 @@ record range.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
@@ -33,19 +33,7 @@ ShardState = Literal[
 ]
 """The state of one shard (``docs/architecture/status.md``)."""
 
-SHARD_STATES: tuple[ShardState, ...] = (
-    "pending",
-    "running",
-    "succeeded",
-    "partial",
-    "failed",
-    "cancelled",
-    "missing",
-    "stale",
-    "scheduler_inconsistent",
-    "unknown",
-    "not_submitted",
-)
+SHARD_STATES: tuple[ShardState, ...] = get_args(ShardState)
 
 ACTIVE_SHARD_STATES: frozenset[str] = frozenset({"pending", "running"})
 """States in which a shard may still change without anyone acting."""

@@ -69,14 +69,13 @@ from data_designer.slurm.runtime.status import SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
     RecordConflict,
-    RecordOk,
     RunId,
     RunIdFactory,
     RunLayout,
     append_record,
     load_plan,
     publish_bytes_once,
-    read_record,
+    read_run_record,
     run_id_factory,
     system_clock,
     write_record_once,
@@ -209,25 +208,12 @@ def _create(
 
 def _resume(rid: RunId, cluster_profile: ClusterProfile, scheduler: SlurmScheduler, clock: Clock) -> ExecuteResult:
     layout = RunLayout(Path(cluster_profile.workspace_root), rid)
-    found = read_record(layout.run_record, RUN_SCHEMA)
-    if not isinstance(found, RecordOk):
-        if found.status == "missing":
-            raise NotFoundError(
-                f"run {str(rid)!r} has no run record at {str(layout.run_record)!r}",
-                code="run_not_found",
-                operation=_OPERATION,
-                file=str(layout.run_record),
-                hint="check --run-id and --cluster; a run whose record was never written is submitted again "
-                "by running execute without --run-id",
-            )
-        raise UnavailableError(
-            f"the run record {str(layout.run_record)!r} is {found.status.replace('_', ' ')}",
-            code="run_record_unreadable",
-            operation=_OPERATION,
-            file=str(layout.run_record),
-            hint="nothing was submitted; inspect the run directory",
-        )
-    record = found.payload
+    record = read_run_record(
+        layout,
+        operation=_OPERATION,
+        not_found_hint="check --run-id and --cluster; a run whose record was never written is submitted again "
+        "by running execute without --run-id",
+    )
     load_plan(layout, expected_digest=record.plan_digest)  # a modified run directory is never submitted again
     return _submit(layout, record, scheduler, clock, resumed=True)
 

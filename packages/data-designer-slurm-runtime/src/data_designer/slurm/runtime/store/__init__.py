@@ -56,7 +56,7 @@ from data_designer.slurm.runtime.store._layout import (
     run_id_factory,
 )
 from data_designer.slurm.runtime.store._plan import PLAN_SCHEMA, digest_problem, load_plan, load_plan_file
-from data_designer.slurm.runtime.store._reader import last_line, read_run, tail_lines
+from data_designer.slurm.runtime.store._reader import last_line, read_run, read_run_record, tail_lines
 from data_designer.slurm.runtime.store._record_io import (
     DEFAULT_MAX_RECORD_BYTES,
     Clock,
@@ -166,6 +166,7 @@ __all__ = [
     "publish_bytes_replace",
     "read_record",
     "read_run",
+    "read_run_record",
     "read_text",
     "replace_record",
     "run_id_factory",

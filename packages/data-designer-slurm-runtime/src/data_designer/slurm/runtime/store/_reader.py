@@ -86,7 +86,8 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
     when its run record or plan cannot be read (a run that cannot be identified cannot be classified)."""
     count = _Counter()
     problems: list[str] = []
-    run = _read_run_record(layout, count)
+    count.files += 1
+    run = read_run_record(layout)
     plan = load_plan(layout, expected_digest=run.plan_digest)
     count.files += 1
     submissions = _read_appended(layout.submissions_dir, SUBMISSION_SCHEMA, count, problems)
@@ -135,15 +136,16 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
     )
 
 
-def _read_run_record(layout: RunLayout, count: _Counter) -> RunRecord:
-    count.files += 1
+def read_run_record(layout: RunLayout, *, operation: str = _OPERATION, not_found_hint: str | None = None) -> RunRecord:
+    """The run's ``run.json``: NotFoundError ``run_not_found`` when absent, UnavailableError
+    ``run_record_unreadable`` when it is corrupt, of another schema or of another run (it proves nothing)."""
     found = read_record(layout.run_record, RUN_SCHEMA)
     if isinstance(found, RecordOk):
         if found.payload.run_id != str(layout.run_id):
             raise UnavailableError(
                 f"the run record {str(layout.run_record)!r} names run {found.payload.run_id!r}",
                 code="run_record_unreadable",
-                operation=_OPERATION,
+                operation=operation,
                 file=str(layout.run_record),
                 hint="the run directory was copied or modified; it cannot be classified",
             )
@@ -152,14 +154,15 @@ def _read_run_record(layout: RunLayout, count: _Counter) -> RunRecord:
         raise NotFoundError(
             f"run {str(layout.run_id)!r} has no run record at {str(layout.run_record)!r}",
             code="run_not_found",
-            operation=_OPERATION,
+            operation=operation,
             file=str(layout.run_record),
-            hint="check the run id and the profile's workspace (--profile, --cluster); 'execute' prints the run id",
+            hint=not_found_hint
+            or "check the run id and the profile's workspace (--profile, --cluster); 'execute' prints the run id",
         )
     raise UnavailableError(
         f"the run record {str(layout.run_record)!r} is {found.status.replace('_', ' ')}",
         code="run_record_unreadable",
-        operation=_OPERATION,
+        operation=operation,
         file=str(layout.run_record),
         hint="inspect the run directory; a run whose record cannot be read cannot be classified",
     )
