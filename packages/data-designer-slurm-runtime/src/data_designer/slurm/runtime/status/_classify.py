@@ -23,7 +23,14 @@ from data_designer.slurm.contracts import (
 )
 from data_designer.slurm.contracts.records import EXIT_CODES, EXIT_NOT_OURS
 from data_designer.slurm.planner import count_indices
-from data_designer.slurm.runtime.store import AttemptSnapshot, RunSnapshot, ShardSnapshot, TaskRef, format_timestamp
+from data_designer.slurm.runtime.store import (
+    AttemptSnapshot,
+    RunSnapshot,
+    ShardSnapshot,
+    TaskRef,
+    format_timestamp,
+    parse_timestamp,
+)
 
 DEFAULT_GRACE_S = 60.0
 """How long a terminal task may lack ``status.json`` before it is inconsistent (shared filesystems cache
@@ -97,10 +104,10 @@ def classify(
         shards_total=len(shards),
         counts={state: counts[state] for state in sorted(counts)},
         shards=shards,
-        checked_at=_iso(now),
+        checked_at=format_timestamp(now),
         evidence=evidence,
         observed_at=observed_at,
-        evidence_age_s=None if observed_at is None else max(0.0, (now - _parse(observed_at)).total_seconds()),
+        evidence_age_s=None if observed_at is None else max(0.0, (now - parse_timestamp(observed_at)).total_seconds()),
         squeue=observation.squeue if observation is not None else None,
         sacct=observation.sacct if observation is not None else None,
         scheduler_calls=scheduler_calls,
@@ -133,7 +140,7 @@ def _classify_shard(
     verdict = _verdict(shard, snapshot, latest, ev, observation, now, rules, anomalies)
     if outage and verdict.state in _SCHEDULER_DECIDED and verdict.reason not in _RECORD_REASONS and observation:
         # The scheduler could not be asked now: what only it can tell is unknown; the last known state is shown.
-        age = max(0.0, (now - _parse(observation.observed_at)).total_seconds())
+        age = max(0.0, (now - parse_timestamp(observation.observed_at)).total_seconds())
         verdict = _Verdict(
             "unknown",
             reason="scheduler_unavailable",
@@ -205,7 +212,7 @@ def _verdict(
 def _running(
     shard: ShardSnapshot, own: AttemptSnapshot | None, latest: TaskRef, ev: TaskEvidence, now: datetime, rules: Rules
 ) -> _Verdict:
-    started = _parse(ev.start_time) if ev.start_time else latest.submitted_at
+    started = parse_timestamp(ev.start_time) if ev.start_time else latest.submitted_at
     interval = own.record.heartbeat_interval_s if own is not None and own.record is not None else None
     beat = own.heartbeat_written_at if own is not None else None
     last = max(started, beat) if beat is not None else started
@@ -270,7 +277,7 @@ def _terminal_without_status(
         )
     if ev.state == "cancelled":
         return _Verdict("cancelled", reason="cancelled", message=f"Slurm: {ev.raw_state}")
-    ended_at = _parse(ev.end_time) if ev.end_time else None
+    ended_at = parse_timestamp(ev.end_time) if ev.end_time else None
     # squeue prints no end time: while only it shows the end (sacct lags), the grace cannot have passed
     unproven = ended_at is None and ev.source == "squeue"
     if unproven or (ended_at is not None and (now - ended_at).total_seconds() < rules.grace_s):
@@ -440,11 +447,3 @@ def _evidence_index(observation: Observation | None) -> dict[tuple[str, int], Ta
     if observation is None:
         return {}
     return {(t.job_id, t.array_index): t for t in observation.tasks if t.array_index is not None}
-
-
-def _parse(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def _iso(when: datetime) -> str:
-    return format_timestamp(when)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from data_designer.slurm.contracts import Observation, SchedulerEvidence, SlurmExtensionError, UnavailableError
 from data_designer.slurm.contracts.records import OBSERVATION_SCHEMA, ObservationRecord
 from data_designer.slurm.runtime.scheduler import SlurmScheduler
-from data_designer.slurm.runtime.store import Clock, RunSnapshot, append_record, system_clock
+from data_designer.slurm.runtime.store import Clock, RunSnapshot, append_record, parse_timestamp, system_clock
 
 OBSERVE_TIMEOUT_S = 15.0
 """Each of squeue and sacct gets this long: a hung slurmdbd must not hang ``status``."""
@@ -74,7 +74,7 @@ def _worth_recording(snapshot: RunSnapshot, observation: Observation) -> bool:
     last = snapshot.last_observation
     if last is None or snapshot.last_observation_at is None or last.job_ids != snapshot.job_ids:
         return True
-    fresh = _parse(observation.observed_at) - snapshot.last_observation_at < RECORD_UNCHANGED_EVERY
+    fresh = parse_timestamp(observation.observed_at) - snapshot.last_observation_at < RECORD_UNCHANGED_EVERY
     return not (fresh and _evidence(last.observation) == _evidence(observation))
 
 
@@ -98,10 +98,6 @@ def _evidence(observation: Observation) -> tuple[object, ...]:
     )
     sources = (observation.squeue.status, observation.sacct.status)
     return (tasks, sources, observation.missing_job_ids, observation.accounting_lag)
-
-
-def _parse(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def cached_observation(snapshot: RunSnapshot) -> RunObservation:

@@ -12,7 +12,7 @@ counts; anything else is named in ``problems`` and proves nothing.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
@@ -90,8 +90,9 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
     run = read_run_record(layout)
     plan = load_plan(layout, expected_digest=run.plan_digest)
     count.files += 1
-    submissions = _read_appended(layout.submissions_dir, SUBMISSION_SCHEMA, count, problems)
-    observations = _last_observation(layout, count, problems)
+    submissions = list(_read_appended(layout.submissions_dir, SUBMISSION_SCHEMA, count, problems))
+    newest = _read_appended(layout.observations_dir, OBSERVATION_SCHEMA, count, problems, newest_first=True)
+    observations: tuple[ObservationRecord | None, datetime | None] = next(newest, (None, None))
     tasks = _tasks_by_shard(run, submissions, plan_chunks={c.chunk: c for c in plan.submission.chunks})
     present = _list(layout.shards_dir, count)
     shard_dirs = {number for number in map(parse_shard, present) if number is not None}
@@ -169,33 +170,20 @@ def read_run_record(layout: RunLayout, *, operation: str = _OPERATION, not_found
 
 
 def _read_appended(
-    directory: Path, schema: RecordSchema[M], count: _Counter, problems: list[str]
-) -> list[tuple[M, datetime | None]]:
+    directory: Path, schema: RecordSchema[M], count: _Counter, problems: list[str], *, newest_first: bool = False
+) -> Iterator[tuple[M, datetime | None]]:
+    """The valid appended records of ``directory`` (``NNNN.json``), oldest first unless ``newest_first``; a record
+    that is not valid is named in ``problems`` and skipped. Lazy: a caller that stops early reads no more."""
     count.listings += 1
-    found: list[tuple[M, datetime | None]] = []
-    for number in sequence_numbers(directory):
+    numbers = sequence_numbers(directory)
+    for number in reversed(numbers) if newest_first else numbers:
         path = directory / f"{number:04d}.json"
         count.files += 1
         result = read_record(path, schema)
         if isinstance(result, RecordOk):
-            found.append((result.payload, result.written_at))
+            yield result.payload, result.written_at
         else:
             problems.append(f"{path.name} in {directory.name}/ is {result.status.replace('_', ' ')}")
-    return found
-
-
-def _last_observation(
-    layout: RunLayout, count: _Counter, problems: list[str]
-) -> tuple[ObservationRecord | None, datetime | None]:
-    count.listings += 1
-    for number in reversed(sequence_numbers(layout.observations_dir)):
-        path = layout.observations_dir / f"{number:04d}.json"
-        count.files += 1
-        result = read_record(path, OBSERVATION_SCHEMA)
-        if isinstance(result, RecordOk):
-            return result.payload, result.written_at
-        problems.append(f"observation {path.name} is {result.status.replace('_', ' ')}")
-    return None, None
 
 
 def _tasks_by_shard(
@@ -243,19 +231,7 @@ def _array_indices(spec: str) -> frozenset[int] | None:
 
 def _attempt_numbers(attempts_dir: str, count: _Counter) -> list[int]:
     """The attempt numbers under a shard's ``attempts/`` (ascending; strays skipped), as ``attempt_numbers``."""
-    count.listings += 1
-    try:
-        names = os.listdir(attempts_dir)
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise UnavailableError(
-            f"cannot list {attempts_dir!r}: {exc.strerror}",
-            code="filesystem_unavailable",
-            operation=_OPERATION,
-            file=attempts_dir,
-        ) from exc
-    return sorted(number for number in map(parse_attempt, names) if number is not None)
+    return sorted(number for number in map(parse_attempt, _list(attempts_dir, count)) if number is not None)
 
 
 def _read_attempt(
@@ -371,7 +347,7 @@ def _batch_errors(
     return tuple(errors)
 
 
-def _list(directory: Path, count: _Counter) -> list[str]:
+def _list(directory: Path | str, count: _Counter) -> list[str]:
     count.listings += 1
     try:
         return os.listdir(directory)

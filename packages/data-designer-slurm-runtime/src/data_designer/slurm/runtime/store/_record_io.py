@@ -69,6 +69,11 @@ def format_timestamp(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def parse_timestamp(text: str) -> datetime:
+    """An ISO-8601 time as records and Slurm observations write it (``...Z`` or an offset), as an aware datetime."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 def is_temporary_name(name: str) -> bool:
     """Whether a directory entry is a writer's temporary file (or otherwise hidden): readers skip it."""
     return name.startswith(".")
