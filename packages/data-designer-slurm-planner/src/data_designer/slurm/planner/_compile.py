@@ -44,6 +44,7 @@ from data_designer.slurm.planner._dd_config import read_dd_config
 from data_designer.slurm.planner._digest import MAX_RUN_SEED, canonical_json_data, derive_sampler_seed
 from data_designer.slurm.planner._document import Document
 from data_designer.slurm.planner._layout import PackingError, chunk_shards, pack_replicas, shard_ranges
+from data_designer.slurm.planner._limits import run_limit_problems
 from data_designer.slurm.planner._sbatch import ScriptRequest, render_script
 
 SIGNAL_SLACK_S = 60
@@ -76,6 +77,9 @@ def compile(
     ``facts`` are what the runtime probed (GPUs per node, MaxArraySize); ``images`` the registry, or None
     when it cannot be read (a dry run): every image named from the registry is then unresolved.
     """
+    over = run_limit_problems(run)  # before anything proportional to a count is built
+    if over:
+        raise InvalidInputError.from_problems(over, operation="plan.compile")
     facts = facts or ClusterFacts()
     registry = None if images is None else {image.name: image for image in images}
     problems = _Problems()

@@ -41,6 +41,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from data_designer.slurm.contracts import (
+    MAX_BENCHMARK_REPLICAS,
+    MAX_REPLICAS,
     Axis,
     BaseRun,
     BenchmarkChild,
@@ -70,6 +72,7 @@ from data_designer.slurm.contracts import (
 from data_designer.slurm.planner._compile import compile
 from data_designer.slurm.planner._digest import canonical_json, sha256_digest
 from data_designer.slurm.planner._document import Document, format_key_path
+from data_designer.slurm.planner._limits import benchmark_limit_problems, benchmark_replicas_problem
 from data_designer.slurm.planner._vllm import check_engine_args
 
 CHILD_ID_LENGTH = 12
@@ -101,10 +104,18 @@ def expand(
     registry = None if images is None else tuple(images)
     gpus_per_node = profile.gpus_per_node if isinstance(profile.gpus_per_node, int) else facts.gpus_per_node
     state = _State(_Locator(benchmark, source, base_source))
+    for problem in benchmark_limit_problems(benchmark):  # before anything is expanded
+        state.add(problem.code, problem.key_path or "", problem.message, problem.hint or "")
+    if state.problems:
+        raise InvalidInputError.from_problems(state.render(cases=0), operation=_OPERATION, file=state.where.file)
     valid = [
         _check_axis(index, axis, benchmark.axes[:index], base, gpus_per_node, state)
         for index, axis in enumerate(benchmark.axes)
     ]
+    too_many = benchmark_replicas_problem(_planned_replicas(benchmark, base, valid, gpus_per_node, state.where))
+    if too_many is not None:  # before any case is compiled: the cases' plans are held together
+        state.add(too_many.code, too_many.key_path or "", too_many.message, too_many.hint or "")
+        raise InvalidInputError.from_problems(state.render(cases=0), operation=_OPERATION, file=state.where.file)
 
     plans: list[tuple[tuple[CaseValue, ...], int, ExecutionPlan]] = []
     cases = 0
@@ -392,6 +403,22 @@ def _child_run(
     return run.model_copy(
         update={"records": records, "sharding": Sharding(shards=1), "submission": submission}
     ), applied
+
+
+def _planned_replicas(
+    benchmark: BenchmarkSpec, base: RunSpec, valid: Sequence[bool], gpus_per_node: int | None, where: _Locator
+) -> int:
+    """Replicas over every case (a case above :data:`MAX_REPLICAS` counts none: compile refuses it), stopping past
+    :data:`MAX_BENCHMARK_REPLICAS`. Applying the axes is cheap next to compiling."""
+    scratch = _State(where)  # problems of applying a case are reported when the case is compiled
+    total = 0
+    for number, positions in enumerate(itertools.product(*(range(len(axis.values)) for axis in benchmark.axes))):
+        run, _ = _child_run(benchmark, base, positions, valid, gpus_per_node, (number, ""), scratch)
+        replicas = sum(d.replicas for d in run.deployments.values())
+        total += replicas if replicas <= MAX_REPLICAS else 0
+        if total > MAX_BENCHMARK_REPLICAS:
+            break
+    return total
 
 
 def _apply(run: RunSpec, axis: Axis, value: EngineArgValue) -> RunSpec:
