@@ -147,10 +147,14 @@ def test_read_text_maps_other_os_errors(
     target = tmp_path / "t.yaml"
     target.write_text("x\n", encoding="utf-8")
 
-    def fail(self: Path, encoding: str | None = None, errors: str | None = None) -> str:
-        raise error
+    real_open = os.open
 
-    monkeypatch.setattr(Path, "read_text", fail)
+    def fail(path: str | Path, flags: int, mode: int = 0o777) -> int:
+        if Path(path) == target:
+            raise error
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(os, "open", fail)
     with pytest.raises(expected) as caught:
         read_text(target, operation="test")
     assert caught.value.info.code == code

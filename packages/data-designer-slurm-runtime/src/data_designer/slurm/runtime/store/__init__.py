@@ -19,6 +19,7 @@ from data_designer.slurm.runtime.store._files import (
     read_text,
     write_text_atomic,
 )
+from data_designer.slurm.runtime.store._input_files import read_bounded
 from data_designer.slurm.runtime.store._layout import (
     ATTEMPT_RECORD,
     ATTEMPT_WIDTH,
@@ -166,6 +167,7 @@ __all__ = [
     "parse_timestamp",
     "publish_bytes_once",
     "publish_bytes_replace",
+    "read_bounded",
     "read_record",
     "read_run",
     "read_run_record",

@@ -13,25 +13,21 @@ import os
 import secrets
 from pathlib import Path
 
-from data_designer.slurm.contracts import ConflictError, InvalidInputError, NotFoundError, UnavailableError
+from data_designer.slurm.contracts import (
+    MAX_INPUT_FILE_BYTES,
+    ConflictError,
+    InvalidInputError,
+    UnavailableError,
+)
+from data_designer.slurm.runtime.store._input_files import read_bounded
 
 
-def read_text(path: Path, *, operation: str) -> str:
-    """Read a UTF-8 text file, mapping OS failures onto the error tree."""
+def read_text(path: Path, *, operation: str, limit: int = MAX_INPUT_FILE_BYTES) -> str:
+    """Read a UTF-8 text file of at most ``limit`` bytes (:func:`read_bounded`: regular files only), mapping
+    failures onto the error tree."""
+    data = read_bounded(path, operation=operation, limit=limit)
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise NotFoundError(
-            f"{str(path)!r} does not exist",
-            code="file_not_found",
-            operation=operation,
-            file=str(path),
-            hint="check the path",
-        ) from exc
-    except IsADirectoryError as exc:
-        raise InvalidInputError(
-            f"{str(path)!r} is a directory", code="not_a_file", operation=operation, file=str(path), hint="name a file"
-        ) from exc
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidInputError(
             f"{str(path)!r} is not UTF-8 text",
@@ -39,21 +35,6 @@ def read_text(path: Path, *, operation: str) -> str:
             operation=operation,
             file=str(path),
             hint="save it as UTF-8",
-        ) from exc
-    except PermissionError as exc:
-        raise InvalidInputError(
-            f"{str(path)!r} is not readable",
-            code="permission_denied",
-            operation=operation,
-            file=str(path),
-            hint="fix its permissions",
-        ) from exc
-    except OSError as exc:
-        raise UnavailableError(
-            f"cannot read {str(path)!r}: {exc.strerror}",
-            code="filesystem_unavailable",
-            operation=operation,
-            file=str(path),
         ) from exc
 
 
