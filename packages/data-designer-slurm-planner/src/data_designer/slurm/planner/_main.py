@@ -24,7 +24,9 @@ found, 4 conflict, 1 internal).
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import stat
 import sys
 import traceback
 from collections.abc import Sequence
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import TextIO
 
 from data_designer.slurm.contracts import (
+    MAX_INPUT_FILE_BYTES,
     PROFILE_ENV_VAR,
     BenchmarkPlan,
     BenchmarkSpec,
@@ -48,6 +51,7 @@ from data_designer.slurm.contracts import (
     SlurmExtensionError,
     UnavailableError,
     Unresolved,
+    describe_bytes,
 )
 from data_designer.slurm.planner._compile import compile
 from data_designer.slurm.planner._document import Document, format_key_path, parse_document
@@ -150,16 +154,42 @@ class _Target:
 
 
 def _read(path: str, *, what: str) -> str:
+    """The text of a regular file of at most ``MAX_INPUT_FILE_BYTES`` (the runtime's reader, kept small here:
+    opened without blocking, checked with fstat before reading, read to the cap plus one byte)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError as exc:
         raise NotFoundError(
             f"{what} {path!r} does not exist", code="file_not_found", file=path, hint="check the path"
         ) from exc
-    except IsADirectoryError as exc:
-        raise InvalidInputError(
-            f"{what} {path!r} is a directory", code="not_a_file", file=path, hint="name a file"
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket
+            raise _not_a_file(what, path, "a socket") from exc
+        raise UnavailableError(
+            f"cannot read {what} {path!r}: {exc.strerror}",
+            code="file_unreadable",
+            file=path,
+            hint="check its permissions",
         ) from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_a_file(what, path, "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO or device")
+        data = b""
+        while info.st_size <= MAX_INPUT_FILE_BYTES and len(data) <= MAX_INPUT_FILE_BYTES:
+            chunk = os.read(fd, MAX_INPUT_FILE_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+        if info.st_size > MAX_INPUT_FILE_BYTES or len(data) > MAX_INPUT_FILE_BYTES:
+            raise InvalidInputError(
+                f"{what} {path!r} is {describe_bytes(max(info.st_size, len(data)))}, above the limit of "
+                f"{describe_bytes(MAX_INPUT_FILE_BYTES)}",
+                code="file_too_large",
+                file=path,
+                hint="profiles, run, benchmark and Data Designer config files are small YAML or JSON",
+            )
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidInputError(
             f"{what} {path!r} is not UTF-8 text", code="not_utf8", file=path, hint="save it as UTF-8"
@@ -171,6 +201,17 @@ def _read(path: str, *, what: str) -> str:
             file=path,
             hint="check its permissions",
         ) from exc
+    finally:
+        os.close(fd)
+
+
+def _not_a_file(what: str, path: str, kind: str) -> InvalidInputError:
+    return InvalidInputError(
+        f"{what} {path!r} is {kind}, not a regular file",
+        code="not_a_file",
+        file=path,
+        hint="name a regular file (a symbolic link to one is fine)",
+    )
 
 
 def _target(args: argparse.Namespace) -> _Target:

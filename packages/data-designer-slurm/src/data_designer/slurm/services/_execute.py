@@ -26,6 +26,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from data_designer.slurm.contracts import (
+    MAX_SEED_FILE_BYTES,
     ClusterFacts,
     ClusterProfile,
     ConflictError,
@@ -41,6 +42,7 @@ from data_designer.slurm.contracts import (
     SubmissionResult,
     SubmissionUnit,
     UnavailableError,
+    describe_bytes,
 )
 from data_designer.slurm.contracts.records import (
     INPUTS_SCHEMA,
@@ -75,6 +77,7 @@ from data_designer.slurm.runtime.store import (
     append_record,
     load_plan,
     publish_bytes_once,
+    read_bounded,
     read_run_record,
     run_id_factory,
     system_clock,
@@ -93,6 +96,7 @@ from data_designer.slurm.services._profile import load_profile_file, select_clus
 JOB_NAME_PREFIX = "dd-"
 """Job names are ``dd-<run id>-c<chunk>``: unique per run, so Slurm is asked for them by name on resubmission."""
 _SEED_TYPES_WITH_FILES = frozenset({"local", "directory", "file_contents"})
+_SEED_TOO_LARGE = "split the seed dataset into several files and name them with a directory or a glob"
 _GLOB_CHARS = frozenset("*?[")
 _OPERATION = "execute"
 
@@ -342,9 +346,9 @@ def refuse_unresolved(plan: ExecutionPlan) -> None:
 def _read(path: Path, explain: Callable[[], str]) -> tuple[bytes, str]:
     """The bytes and text of ``path``, read once; on failure ``explain`` reads again to raise the located error."""
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, operation=_OPERATION)
         return data, data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except (SlurmExtensionError, UnicodeDecodeError) as exc:
         explain()
         raise UnavailableError(  # the second read succeeded: the file changed while being read
             f"{str(path)!r} could not be read consistently: {exc}",
@@ -383,6 +387,19 @@ def _seed_files(run: RunSpec, config_text: str | None) -> tuple[SeedRewrite, lis
             line=seed.line,
             hint="fix seed_config.source.path: the run's inputs are snapshotted when it is submitted",
         )
+    for match in matches:  # before the run directory is made: each file is read whole to be snapshotted
+        size = match.stat().st_size
+        if size > MAX_SEED_FILE_BYTES:
+            raise InvalidInputError(
+                f"seed file {str(match)!r} is {describe_bytes(size)}, above the limit of "
+                f"{describe_bytes(MAX_SEED_FILE_BYTES)} per file",
+                code="file_too_large",
+                operation=_OPERATION,
+                file=str(match),
+                key_path=key_path,
+                line=seed.line,
+                hint=_SEED_TOO_LARGE,
+            )
     base = ("inputs", "seed", root.name or "root")
     files = [(p, "/".join((*base, *p.relative_to(root).parts)) if p != root else "/".join(base)) for p in matches]
     rewrite = SeedRewrite(key_path=key_path, original=seed.path, snapshot="/".join((*base, *tail)))
@@ -443,14 +460,10 @@ def _snapshot(
 
 def _read_file(path: Path) -> bytes:
     try:
-        return path.read_bytes()
-    except FileNotFoundError as exc:
+        return read_bounded(path, operation=_OPERATION, limit=MAX_SEED_FILE_BYTES, too_large_hint=_SEED_TOO_LARGE)
+    except NotFoundError as exc:
         raise NotFoundError(
             f"input {str(path)!r} disappeared while it was snapshotted", code="file_not_found", file=str(path)
-        ) from exc
-    except OSError as exc:
-        raise UnavailableError(
-            f"cannot read input {str(path)!r}: {exc.strerror}", code="filesystem_unavailable", file=str(path)
         ) from exc
 
 
