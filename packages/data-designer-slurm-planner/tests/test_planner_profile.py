@@ -49,6 +49,7 @@ def test_the_default_template_loads_to_the_documented_profile() -> None:
                 "sbatch_options": [],
                 "environment": [],
                 "huggingface": {"hf_home": None, "offline": True},
+                "workspace_sharing": "private",
             }
         },
     }

@@ -83,7 +83,7 @@ def test_the_mode_is_applied_to_new_files(tmp_path: Path) -> None:
     finally:
         os.umask(old_umask)
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
-    assert stat.S_IMODE(default.stat().st_mode) == 0o644
+    assert stat.S_IMODE(default.stat().st_mode) == 0o600  # private by default, whatever the umask
 
 
 def test_text_round_trips_through_read_text(tmp_path: Path) -> None:

@@ -111,6 +111,7 @@ from data_designer.slurm.contracts._profile import (
     HuggingFaceCache,
     Partitions,
     Profile,
+    WorkspaceSharing,
 )
 from data_designer.slurm.contracts._profile_results import ClusterSummary, ProfileInitResult, ProfileValidation
 from data_designer.slurm.contracts._run import (
@@ -307,6 +308,7 @@ __all__ = [
     "Unresolved",
     "VllmDeployment",
     "WaitResult",
+    "WorkspaceSharing",
     "__version__",
     "describe_bytes",
     "find_control_character",

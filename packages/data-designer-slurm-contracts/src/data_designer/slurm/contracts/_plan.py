@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt
 
+from data_designer.slurm.contracts._profile import WorkspaceSharing
 from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts._run import RunSpec
 from data_designer.slurm.contracts._scheduler import ArrayTaskBinding
@@ -170,6 +171,10 @@ class AllocationPlan(BaseModel):
     requeue: bool
     warning_lead_s: PositiveInt
     drain_grace_s: PositiveInt
+    workspace_sharing: WorkspaceSharing = Field(
+        default="private",
+        description="The profile's: the modes (and umask) of everything the allocation writes in the run directory.",
+    )
     replicas: tuple[ReplicaPlan, ...]
     client: ClientPlan
 

@@ -21,6 +21,9 @@ PROFILE_ENV_VAR = "DATA_DESIGNER_SLURM_PROFILE"
 
 GpuRequestStyle = Literal["gres", "whole_node"]
 ContainerRuntime = Literal["none", "pyxis", "apptainer"]
+WorkspaceSharing = Literal["private", "group"]
+"""Who may read a run's files: the owner alone (dirs 0700, files 0600) or the owner's group too (0770 with
+setgid, 0660). Input snapshots never get more than their source file's permissions."""
 
 
 def _exact_int(value: object) -> object:
@@ -92,6 +95,11 @@ class ClusterProfile(BaseModel):
         default=(), strict=False, description="Names of variables passed to jobs."
     )
     huggingface: HuggingFaceCache = HuggingFaceCache()
+    workspace_sharing: WorkspaceSharing = Field(
+        default="private",
+        description="'private': run directories 0700 and files 0600; 'group': 0770 (setgid) and 0660, so the "
+        "workspace root's group can read and write every run.",
+    )
 
 
 class Profile(BaseModel):

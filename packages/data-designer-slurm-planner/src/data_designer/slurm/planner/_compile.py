@@ -126,6 +126,7 @@ def compile(
         requeue=run.submission.requeue,
         warning_lead_s=run.submission.warning_lead_s,
         drain_grace_s=run.submission.drain_grace_s,
+        workspace_sharing=profile.workspace_sharing,
         replicas=tuple(replicas),
         client=client,
     )

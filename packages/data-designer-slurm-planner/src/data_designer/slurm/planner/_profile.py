@@ -86,4 +86,7 @@ clusters:
     huggingface:
       hf_home: null
       offline: true
+    # Who may read the runs: "private" (directories 0700, files 0600) or "group" (directories 0770 with
+    # setgid, files 0660: the group of workspace_root reads and writes every run).
+    workspace_sharing: "private"
 """

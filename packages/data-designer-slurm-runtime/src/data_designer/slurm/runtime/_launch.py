@@ -28,6 +28,7 @@ import json
 import os
 import secrets
 import socket
+import stat
 import string
 import sys
 from collections.abc import Mapping, Sequence
@@ -110,12 +111,14 @@ def publish_once(path: str, data: bytes) -> bool:
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     temp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
+            # the store's rule (store/_permissions.py): a setgid directory is a group-shared workspace
+            os.fchmod(fd, 0o660 if os.stat(directory).st_mode & stat.S_ISGID else 0o600)
             os.fsync(fd)
         finally:
             os.close(fd)

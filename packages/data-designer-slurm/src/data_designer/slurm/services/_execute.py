@@ -70,16 +70,20 @@ from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, Subproces
 from data_designer.slurm.runtime.status import SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
+    FileModes,
     RecordConflict,
     RunId,
     RunIdFactory,
     RunLayout,
     append_record,
     load_plan,
+    make_directories,
+    modes_for,
     publish_bytes_once,
     read_bounded,
     read_run_record,
     run_id_factory,
+    snapshot_mode,
     system_clock,
     write_record_once,
 )
@@ -124,7 +128,9 @@ def execute_run(
     """
     profile_path, loaded = load_profile_file(profile, environ=environ)
     cluster_name, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
-    scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+    umask = modes_for(cluster_profile.workspace_sharing).umask  # Slurm creates slurm-*.out with sbatch's umask
+    runner = runner if runner is not None else SubprocessRunner(env=environ, umask=umask)
+    scheduler = SlurmScheduler(runner, clock=clock)
     if run_id is not None:
         return _resume(RunId.parse(run_id), cluster_profile, scheduler, clock)
     return _create(
@@ -186,8 +192,9 @@ def _create(
     seed = _seed_files(run, config_text)
 
     planned = _plan_snapshot(layout, sources, seed)
-    _make_run_dir(layout)
-    manifest = _snapshot(layout, planned, seed)
+    modes = modes_for(cluster_profile.workspace_sharing)
+    _make_run_dir(layout, modes)
+    manifest = _snapshot(layout, planned, seed, modes)
     _write_once(layout.inputs_manifest, INPUTS_SCHEMA, manifest, clock)
     if not publish_bytes_once(layout.plan_record, canonical_json(plan.model_dump(mode="json")), operation=_OPERATION):
         raise _already(layout.plan_record)
@@ -406,10 +413,10 @@ def _seed_files(run: RunSpec, config_text: str | None) -> tuple[SeedRewrite, lis
     return rewrite, files
 
 
-def _make_run_dir(layout: RunLayout) -> None:
+def _make_run_dir(layout: RunLayout, modes: FileModes) -> None:
+    """Create the run directory (and any missing parent) with the profile's modes: every writer below follows it."""
     try:
-        layout.run_dir.parent.mkdir(parents=True, exist_ok=True)
-        layout.run_dir.mkdir()
+        make_directories(layout.run_dir, modes, exclusive=True)
     except FileExistsError as exc:
         raise ConflictError(
             f"run directory {str(layout.run_dir)!r} already exists",
@@ -445,17 +452,28 @@ def _plan_snapshot(
 
 
 def _snapshot(
-    layout: RunLayout, planned: list[_Planned], seed: tuple[SeedRewrite, list[tuple[Path, str]]] | None
+    layout: RunLayout,
+    planned: list[_Planned],
+    seed: tuple[SeedRewrite, list[tuple[Path, str]]] | None,
+    modes: FileModes,
 ) -> InputsManifest:
-    """Copy every input into ``inputs/`` (write-once) and describe it with its sha256."""
+    """Copy every input into ``inputs/`` (write-once, never more readable than its source), with its sha256."""
     files = []
     for role, source, relative, target, known in planned:
         data = known if known is not None else _read_file(source)
-        if not publish_bytes_once(target, data, operation=_OPERATION):
+        mode = snapshot_mode(modes, _source_mode(source))
+        if not publish_bytes_once(target, data, operation=_OPERATION, mode=mode):
             raise _already(target)
         digest = hashlib.sha256(data).hexdigest()
         files.append(InputFile(role=role, source=str(source), path=relative, sha256=digest, size=len(data)))
     return InputsManifest(files=tuple(files), seed=None if seed is None else seed[0])
+
+
+def _source_mode(path: Path) -> int:
+    try:
+        return os.stat(path).st_mode
+    except OSError:  # gone since it was read: copy it as private as can be
+        return 0o600
 
 
 def _read_file(path: Path) -> bytes:

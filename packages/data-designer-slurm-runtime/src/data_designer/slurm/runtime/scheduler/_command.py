@@ -104,11 +104,14 @@ class SubprocessRunner:
         env: Mapping[str, str] | None = None,
         overrides: Mapping[str, str] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        umask: int | None = None,
     ) -> None:
         base = dict(os.environ if env is None else env)
         base.update(overrides or {})
         self._env = allowlisted_environment(base)
         self._monotonic = monotonic
+        # sbatch hands its umask to the job (SLURM_UMASK): the workspace's, so slurm-*.out is as private as the run
+        self._umask = -1 if umask is None else umask
 
     @property
     def environment(self) -> Mapping[str, str]:
@@ -139,6 +142,7 @@ class SubprocessRunner:
                 check=False,
                 shell=False,
                 stdin=None if stdin is not None else subprocess.DEVNULL,
+                umask=self._umask,
             )
         except subprocess.TimeoutExpired as exc:
             return CommandResult(

@@ -16,6 +16,7 @@ from data_designer.slurm.runtime.store._coverage import (
     shard_coverage,
 )
 from data_designer.slurm.runtime.store._files import (
+    make_directories,
     read_text,
     write_text_atomic,
 )
@@ -55,6 +56,15 @@ from data_designer.slurm.runtime.store._layout import (
     parse_attempt,
     parse_shard,
     run_id_factory,
+)
+from data_designer.slurm.runtime.store._permissions import (
+    GROUP_MODES,
+    PRIVATE_MODES,
+    FileModes,
+    apply_umask,
+    modes_for,
+    modes_of_directory,
+    snapshot_mode,
 )
 from data_designer.slurm.runtime.store._plan import PLAN_SCHEMA, digest_problem, load_plan, load_plan_file
 from data_designer.slurm.runtime.store._reader import last_line, read_run, read_run_record, tail_lines
@@ -101,6 +111,7 @@ __all__ = [
     "CLAIM_FILE",
     "DEFAULT_MAX_RECORD_BYTES",
     "ENDPOINTS_RECORD",
+    "GROUP_MODES",
     "HEARTBEAT_RECORD",
     "INPUTS_DIR",
     "LOGS_DIR",
@@ -112,6 +123,7 @@ __all__ = [
     "PLAN_RECORD",
     "PLAN_SCHEMA",
     "PORTS_DIR",
+    "PRIVATE_MODES",
     "PROGRESS_RECORD",
     "RUNS_DIR",
     "RUN_ID_PATTERN",
@@ -127,6 +139,7 @@ __all__ = [
     "BatchError",
     "Claimed",
     "Clock",
+    "FileModes",
     "ReadResult",
     "ReadStats",
     "RecordAppended",
@@ -145,6 +158,7 @@ __all__ = [
     "ShardSnapshot",
     "TaskRef",
     "append_record",
+    "apply_umask",
     "attempt_numbers",
     "check_component",
     "claim",
@@ -159,7 +173,10 @@ __all__ = [
     "last_line",
     "load_plan",
     "load_plan_file",
+    "make_directories",
     "manifest_matches",
+    "modes_for",
+    "modes_of_directory",
     "next_attempt_number",
     "owner_from_environment",
     "parse_attempt",
@@ -176,6 +193,7 @@ __all__ = [
     "run_id_factory",
     "sequence_numbers",
     "shard_coverage",
+    "snapshot_mode",
     "system_clock",
     "tail_lines",
     "write_record_once",

@@ -43,7 +43,8 @@ from pydantic import BaseModel, ValidationError
 from data_designer.slurm.contracts import InternalError, InvalidInputError, UnavailableError
 from data_designer.slurm.contracts.records import RecordEnvelope, RecordSchema
 from data_designer.slurm.planner import canonical_json, canonical_json_data
-from data_designer.slurm.runtime.store._files import _fsync_directory
+from data_designer.slurm.runtime.store._files import _fsync_directory, make_directories, write_new_file
+from data_designer.slurm.runtime.store._permissions import modes_of_directory
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -295,9 +296,12 @@ def sequence_numbers(directory: Path) -> list[int]:
     return sorted(numbers)
 
 
-def publish_bytes_once(path: Path, data: bytes, *, operation: str = "record.write") -> bool:
-    """Create ``path`` with ``data`` via temp file + fsync + ``link(2)``; False when something is already there."""
-    temp = _write_temp(path, data, operation)
+def publish_bytes_once(path: Path, data: bytes, *, operation: str = "record.write", mode: int | None = None) -> bool:
+    """Create ``path`` with ``data`` via temp file + fsync + ``link(2)``; False when something is already there.
+
+    ``mode`` defaults to the file mode of the directory's workspace (``modes_of_directory``).
+    """
+    temp = _write_temp(path, data, operation, mode)
     try:
         try:
             os.link(temp, path)
@@ -313,9 +317,9 @@ def publish_bytes_once(path: Path, data: bytes, *, operation: str = "record.writ
         _unlink_quietly(temp)
 
 
-def publish_bytes_replace(path: Path, data: bytes, *, operation: str = "record.write") -> None:
+def publish_bytes_replace(path: Path, data: bytes, *, operation: str = "record.write", mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` via temp file + fsync + ``rename(2)``."""
-    temp = _write_temp(path, data, operation)
+    temp = _write_temp(path, data, operation, mode)
     try:
         os.replace(temp, path)
         _fsync_directory(path.parent)
@@ -324,21 +328,15 @@ def publish_bytes_replace(path: Path, data: bytes, *, operation: str = "record.w
         raise _write_error(path, exc, operation) from exc
 
 
-def _write_temp(path: Path, data: bytes, operation: str) -> Path:
+def _write_temp(path: Path, data: bytes, operation: str, mode: int | None) -> Path:
+    modes = modes_of_directory(path.parent)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_directories(path.parent, modes)
     except OSError as exc:
         raise _write_error(path, exc, operation) from exc
     temp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_new_file(temp, data, modes.file if mode is None else mode)
     except OSError as exc:
         _unlink_quietly(temp)
         raise _write_error(path, exc, operation) from exc

@@ -34,6 +34,7 @@ from data_designer.slurm.planner import RETRY_ATTEMPT_ENV
 from data_designer.slurm.runtime.scheduler._command import CommandRunner, SubprocessRunner
 from data_designer.slurm.runtime.store._claims import AlreadyClaimed, claim, next_attempt_number, owner_from_environment
 from data_designer.slurm.runtime.store._layout import RunLayout
+from data_designer.slurm.runtime.store._permissions import PRIVATE_MODES, apply_umask, modes_for
 from data_designer.slurm.runtime.store._record_io import Clock, system_clock
 from data_designer.slurm.runtime.supervisor._attempt import DEFAULT_POLL_S, DEFAULT_STOP_GRACE_S, Supervisor
 from data_designer.slurm.runtime.supervisor._environment import (
@@ -107,8 +108,28 @@ def main(
 
     for signum in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
         signal.signal(signum, on_signal)
+    previous_umask = apply_umask(PRIVATE_MODES)  # until the plan names the workspace's sharing
+    try:
+        return _run(args, env, runner, clock, stop, received)
+    finally:
+        os.umask(previous_umask)
+
+
+def _run(
+    args: argparse.Namespace,
+    env: dict[str, str],
+    runner: CommandRunner | None,
+    clock: Clock,
+    stop: threading.Event,
+    received: list[str],
+) -> int:
     try:
         plan = load_plan(args.plan)
+        modes = modes_for(plan.allocation.workspace_sharing)
+        # Files the supervisor, its steps and libraries create get the workspace's modes; srun hands a step
+        # SLURM_UMASK (set by sbatch from the submitter's umask), not this process's umask.
+        apply_umask(modes)
+        env["SLURM_UMASK"] = f"{modes.umask:04o}"
         layout = run_layout(Path.cwd())
         task = claim_attempt(layout, identify_task(plan, env), env, clock)
     except SetupError as exc:
