@@ -115,11 +115,17 @@ class ReplicaPlan(BaseModel):
         "literal braces (the planner's bind_argv)."
     )
     environment: dict[str, str] = Field(description="Variables set for the server (values planned here, no secrets).")
-    pass_environment: tuple[str, ...] = Field(description="Names of variables passed through from the job.")
+    pass_environment: tuple[str, ...] = Field(
+        description="Names of the job's variables this replica sees (the profile's 'environment' and the "
+        "deployment's); the job's other named variables are removed from its step."
+    )
     bind: Literal["loopback", "all"] = Field(
         description="Loopback when the replica runs only on node 0 (the client's); all interfaces otherwise."
     )
-    requires_api_key: bool = Field(description="A per-attempt key generated in the allocation (replicas bound to all).")
+    requires_api_key: bool = Field(
+        description="A per-attempt key generated in the allocation is required on every request (vLLM through "
+        "VLLM_API_KEY; a command engine through {api_key_env}), on loopback too."
+    )
     health_path: str
     startup_timeout_s: PositiveInt
     image: ImagePlan | None = None
@@ -151,6 +157,11 @@ class ClientPlan(BaseModel):
     cpus: PositiveInt
     memory_gb: PositiveInt
     endpoints: tuple[EndpointPlan, ...]
+    pass_environment: tuple[str, ...] = Field(
+        default=(),
+        description="Names of the job's variables the client sees (the profile's 'environment' and the external "
+        "endpoints' api_key_env); the job's other named variables are removed from its environment.",
+    )
     image: ImagePlan | None = None
 
 
@@ -197,6 +208,11 @@ class SubmissionLayout(BaseModel):
 
     script: str | None = Field(description="The batch script; None while the node count is unresolved.")
     sbatch_args: tuple[str, ...] = Field(description="Authored sbatch options (argv elements, never in the script).")
+    environment: tuple[str, ...] = Field(
+        default=(),
+        description="Names of the variables the submitting environment passes to the job (sbatch --export); "
+        "their values are never written to any file.",
+    )
     chunks: tuple[ChunkLayout, ...]
 
 

@@ -45,7 +45,8 @@ from data_designer.slurm.planner._digest import MAX_RUN_SEED, canonical_json_dat
 from data_designer.slurm.planner._document import Document
 from data_designer.slurm.planner._layout import PackingError, chunk_shards, pack_replicas, shard_ranges
 from data_designer.slurm.planner._limits import run_limit_problems
-from data_designer.slurm.planner._sbatch import ScriptRequest, render_script
+from data_designer.slurm.planner._sbatch import ScriptRequest, render_script, slurm_path_problems
+from data_designer.slurm.planner._sbatch_options import resolve_sbatch_options
 
 SIGNAL_SLACK_S = 60
 """Slurm may deliver the warning signal up to this much earlier than asked."""
@@ -97,12 +98,21 @@ def compile(
     # Without GPU work the node size does not matter for packing: every replica shares the first node.
     packing_gpus = gpus_per_node if gpus_per_node is not None or needs_gpus else 1
     time_limit_s = _time_limit_s(run, profile, problems)
+    # The check bind_submission applies to the run directory, here too: a dry run refuses what execute refuses.
+    problems.items.extend(slurm_path_problems(profile.workspace_root, what="workspace root", key_path="workspace_root"))
     shards = _shards(run, problems)
     aliases = _check_aliases(run, summary, len(shards), config.file, problems, warnings)
 
     replicas = _replicas(run, profile, packing_gpus, registry, problems, unresolved)
     launcher, compute_image = _launcher(profile, registry, problems, unresolved)
     client = _client(run, profile, aliases, summary, replicas, compute_image, registry, problems, unresolved)
+
+    # Authored sbatch options as sbatch reads them (abbreviations and short letters resolved), never a reserved one.
+    authored = (
+        resolve_sbatch_options(profile.sbatch_options, path=("clusters", cluster, "sbatch_options")),
+        resolve_sbatch_options(run.submission.sbatch_options, path=("submission", "sbatch_options")),
+    )
+    problems.items.extend(problem for options in authored for problem in options.problems)
 
     if problems.items or summary is None:
         raise InvalidInputError.from_problems(problems.items, operation="plan.compile")
@@ -151,7 +161,8 @@ def compile(
         script, extra_args = rendered.script, rendered.sbatch_args
     submission = SubmissionLayout(
         script=script,
-        sbatch_args=(*profile.sbatch_options, *run.submission.sbatch_options, *extra_args),
+        sbatch_args=(*(option for options in authored for option in options.options), *extra_args),
+        environment=job_environment(profile, replicas, client),
         chunks=chunk_shards(
             len(shards), max_array_size=facts.max_array_size, throttle=run.submission.max_concurrent_shards
         ),
@@ -291,6 +302,12 @@ def _shards(run: RunSpec, problems: _Problems) -> list[ShardPlan]:
     ]
 
 
+def job_environment(profile: ClusterProfile, replicas: Sequence[ReplicaPlan], client: ClientPlan) -> tuple[str, ...]:
+    """Names of every variable the job takes from the submitting environment, in first-named order."""
+    names = [*profile.environment, *(n for r in replicas for n in r.pass_environment), *client.pass_environment]
+    return tuple(dict.fromkeys(names))
+
+
 def _environment(profile: ClusterProfile) -> dict[str, str]:
     env: dict[str, str] = {}
     if profile.huggingface.hf_home is not None:
@@ -357,7 +374,7 @@ def _replicas(
                 environment=dict(base_env),
                 pass_environment=tuple(dict.fromkeys([*profile.environment, *deployment.environment])),
                 bind="all" if remote else "loopback",
-                requires_api_key=remote,
+                requires_api_key=True,
                 health_path=health,
                 startup_timeout_s=deployment.startup_timeout_s,
                 image=images[alias],
@@ -484,12 +501,14 @@ def _client(
                     concurrency=concurrency,
                 )
             )
+    keys = [e.api_key_env for e in endpoints if e.api_key_env is not None]
     return ClientPlan(
         argv=client_argv(python),
         batch_size=settings.batch_size,
         cpus=settings.cpus,
         memory_gb=settings.memory_gb,
         endpoints=tuple(endpoints),
+        pass_environment=tuple(dict.fromkeys([*profile.environment, *keys])),
         image=image,
     )
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from data_designer.slurm.contracts import (
@@ -108,6 +108,25 @@ def render_script(request: ScriptRequest) -> RenderedScript:
     return RenderedScript(script="\n".join(lines) + "\n", sbatch_args=tuple(extra))
 
 
+def slurm_path_problems(path: str, *, what: str, key_path: str) -> list[Problem]:
+    """Why ``path`` cannot hold a run's working directory and logs (none when it can): it must be absolute and free
+    of ``%`` (sbatch's file-name patterns), backslashes (their escape) and control characters.
+
+    The one check of both the profile's workspace root (:func:`compile`, so a dry run refuses what ``execute``
+    refuses) and the run directory bound at submission (:func:`bind_submission`)."""
+    if path.startswith("/") and not any(c in path for c in "%\\") and all(ord(c) >= 32 for c in path):
+        return []
+    return [
+        Problem(
+            code="unsafe_slurm_path",
+            message=f"{what} {path!r} must be an absolute path without '%', backslashes or control characters "
+            "(Slurm reads them as file-name patterns)",
+            key_path=key_path,
+            hint="choose a workspace_root without these characters",
+        )
+    ]
+
+
 def bind_submission(plan: ExecutionPlan, binding: SubmissionBinding) -> SubmissionUnit:
     """The submission unit of ``plan`` for one run: job names, working directory and log paths bound."""
     problems = [
@@ -115,25 +134,18 @@ def bind_submission(plan: ExecutionPlan, binding: SubmissionBinding) -> Submissi
         for u in plan.unresolved
     ]
     run_dir = binding.run_dir
-    if not run_dir.startswith("/") or any(c in run_dir for c in "%\\") or any(ord(c) < 32 for c in run_dir):
-        problems.append(
-            Problem(
-                code="run_dir",
-                message=f"run directory {run_dir!r} must be an absolute path without '%', backslashes or control "
-                "characters (Slurm reads them as file-name patterns)",
-                key_path="run_dir",
-                hint="choose a workspace root without these characters",
-            )
-        )
+    problems.extend(slurm_path_problems(run_dir, what="run directory", key_path="run_dir"))
     if plan.submission.script is None and not plan.unresolved:
         problems.append(Problem(code="no_script", message="the plan has no batch script", hint="compile it again"))
     if problems:
         raise InvalidInputError.from_problems(problems, operation="plan.bind_submission")
     assert plan.submission.script is not None
     logs = f"{run_dir.rstrip('/')}/slurm-%x_%a"
+    bound = (export_option(plan.submission.environment), f"--chdir={run_dir}", f"--output={logs}.out")
     return SubmissionUnit(
         script=plan.submission.script,
-        sbatch_args=(*plan.submission.sbatch_args, f"--chdir={run_dir}", f"--output={logs}.out", f"--error={logs}.err"),
+        sbatch_args=(*plan.submission.sbatch_args, *bound, f"--error={logs}.err"),
+        environment=plan.submission.environment,
         chunks=tuple(
             SubmissionChunk(
                 job_name=f"{binding.job_name_prefix}-c{chunk.chunk}",
@@ -145,6 +157,17 @@ def bind_submission(plan: ExecutionPlan, binding: SubmissionBinding) -> Submissi
             for chunk in plan.submission.chunks
         ),
     )
+
+
+EXPORT_PREFIX = "--export="
+
+
+def export_option(names: Sequence[str], *, assign: Mapping[str, str] | None = None) -> str:
+    """``--export=ALL[,NAME...][,NAME=value...]``: the job gets sbatch's environment, which the scheduler adapter
+    makes the allowlisted variables plus exactly ``names`` (values taken from the submitting environment, never
+    written here); ``assign`` sets planned, non-secret values."""
+    words = ["ALL", *names, *(f"{name}={value}" for name, value in (assign or {}).items())]
+    return EXPORT_PREFIX + ",".join(words)
 
 
 RETRY_ATTEMPT_ENV = "DDSLURM_ATTEMPT"
@@ -213,5 +236,6 @@ def bind_retry(
                 }
             )
         )
-    export = f"--export=ALL,{RETRY_ATTEMPT_ENV}=next"
-    return base.model_copy(update={"sbatch_args": (*base.sbatch_args, export), "chunks": tuple(chunks)})
+    export = export_option(plan.submission.environment, assign={RETRY_ATTEMPT_ENV: "next"})
+    args = tuple(export if arg.startswith(EXPORT_PREFIX) else arg for arg in base.sbatch_args)
+    return base.model_copy(update={"sbatch_args": args, "chunks": tuple(chunks)})

@@ -131,8 +131,9 @@ def execute_run(
     umask = modes_for(cluster_profile.workspace_sharing).umask  # Slurm creates slurm-*.out with sbatch's umask
     runner = runner if runner is not None else SubprocessRunner(env=environ, umask=umask)
     scheduler = SlurmScheduler(runner, clock=clock)
+    submitting = os.environ if environ is None else environ
     if run_id is not None:
-        return _resume(RunId.parse(run_id), cluster_profile, scheduler, clock)
+        return _resume(RunId.parse(run_id), cluster_profile, scheduler, clock, submitting)
     return _create(
         Path(run_file).expanduser().absolute(),
         profile_path,
@@ -141,6 +142,7 @@ def execute_run(
         scheduler,
         clock,
         id_factory or run_id_factory(clock),
+        submitting,
     )
 
 
@@ -152,6 +154,7 @@ def _create(
     scheduler: SlurmScheduler,
     clock: Clock,
     id_factory: RunIdFactory,
+    environ: Mapping[str, str],
 ) -> ExecuteResult:
     run_bytes, run_text = _read(run_path, lambda: read_input(run_path, what="run file", operation=_OPERATION))
     run = load_run(run_text, file=str(run_path))
@@ -181,6 +184,7 @@ def _create(
         located = [locate(p, run_source, profile_source) for p in exc.problems]
         raise InvalidInputError.from_problems(located, operation="plan.compile") from exc
     refuse_unresolved(plan)
+    passed = passed_environment(plan, environ, run_file=str(run_path), profile_file=str(profile_path))
 
     rid = id_factory(run.name)
     layout = RunLayout(Path(cluster_profile.workspace_root), rid)
@@ -214,10 +218,12 @@ def _create(
         unit=unit,
     )
     _write_once(layout.run_record, RUN_SCHEMA, record, clock)
-    return _submit(layout, record, scheduler, clock, resumed=False)
+    return _submit(layout, record, scheduler, clock, passed, resumed=False)
 
 
-def _resume(rid: RunId, cluster_profile: ClusterProfile, scheduler: SlurmScheduler, clock: Clock) -> ExecuteResult:
+def _resume(
+    rid: RunId, cluster_profile: ClusterProfile, scheduler: SlurmScheduler, clock: Clock, environ: Mapping[str, str]
+) -> ExecuteResult:
     layout = RunLayout(Path(cluster_profile.workspace_root), rid)
     record = read_run_record(
         layout,
@@ -225,15 +231,46 @@ def _resume(rid: RunId, cluster_profile: ClusterProfile, scheduler: SlurmSchedul
         not_found_hint="check --run-id and --cluster; a run whose record was never written is submitted again "
         "by running execute without --run-id",
     )
-    load_plan(layout, expected_digest=record.plan_digest)  # a modified run directory is never submitted again
-    return _submit(layout, record, scheduler, clock, resumed=True)
+    plan = load_plan(layout, expected_digest=record.plan_digest)  # a modified run directory is never submitted again
+    passed = passed_environment(plan, environ, run_file=record.run_file, profile_file=record.profile_file)
+    return _submit(layout, record, scheduler, clock, passed, resumed=True)
+
+
+def passed_environment(
+    plan: ExecutionPlan, environ: Mapping[str, str], *, run_file: str, profile_file: str
+) -> dict[str, str]:
+    """The values of every variable ``plan`` passes to the job, from ``environ``; exit 2 naming the first unset one.
+
+    Checked before anything is written: the values then travel only in ``sbatch``'s environment.
+    """
+    for name in plan.submission.environment:
+        if environ.get(name):
+            continue
+        named_by = [f"deployments.{a}.environment" for a, d in plan.run.deployments.items() if name in d.environment]
+        named_by += [f"external.{a}.api_key_env" for a, e in plan.run.external.items() if e.api_key_env == name]
+        file, key = (run_file, named_by[0]) if named_by else (profile_file, "environment")
+        raise InvalidInputError(
+            f"{name} is named by {key} in {file!r} but is unset or empty in this shell",
+            code="environment_unset",
+            operation=_OPERATION,
+            file=file,
+            key_path=key,
+            hint=f"export {name} before 'execute' (its value reaches the job by environment only, never a file)",
+        )
+    return {name: environ[name] for name in plan.submission.environment}
 
 
 def _submit(
-    layout: RunLayout, record: RunRecord, scheduler: SlurmScheduler, clock: Clock, *, resumed: bool
+    layout: RunLayout,
+    record: RunRecord,
+    scheduler: SlurmScheduler,
+    clock: Clock,
+    environment: Mapping[str, str],
+    *,
+    resumed: bool,
 ) -> ExecuteResult:
     try:
-        result = scheduler.submit(record.unit, since=record.created_at - SINCE_SLACK)
+        result = scheduler.submit(record.unit, since=record.created_at - SINCE_SLACK, environment=environment)
     except SlurmExtensionError as exc:
         if exc.info.code == "sbatch_rejected":
             _record_refusal(layout, exc.info.message, clock)

@@ -14,6 +14,11 @@ Environment allowlist. A child process sees only these variables:
 * forced: ``TZ=UTC`` and ``SLURM_TIME_FORMAT=standard`` (every time the tools print is an
   ISO-8601 UTC time), ``LC_ALL=C`` and ``LANG=C`` (no localised dates, messages or decimals).
 
+A call may add variables for itself (``environment=``): ``sbatch`` receives exactly the variables a
+run names (the profile's ``environment``, a deployment's ``environment``, an external endpoint's
+``api_key_env``), so the job's ``--export=ALL,<names>`` carries their values by environment alone,
+never on an argv or in a file.
+
 Everything else is dropped on purpose: ``SBATCH_*``, ``SQUEUE_FORMAT``, ``SACCT_FORMAT``,
 ``SLURM_*`` input variables and friends silently change what the tools submit or print. A job
 submitted through this runner therefore starts from this small environment (``sbatch``
@@ -77,7 +82,16 @@ class CommandResult:
 class CommandRunner(Protocol):
     """Runs one Slurm command; implementations never raise for a failing command."""
 
-    def run(self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None) -> CommandResult: ...
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        stdin: str | None = None,
+        environment: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """Run ``argv``; ``environment`` adds variables for this call only (``sbatch``'s named variables)."""
+        ...
 
 
 def allowlisted_environment(source: Mapping[str, str]) -> dict[str, str]:
@@ -117,7 +131,14 @@ class SubprocessRunner:
     def environment(self) -> Mapping[str, str]:
         return dict(self._env)
 
-    def run(self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        stdin: str | None = None,
+        environment: Mapping[str, str] | None = None,
+    ) -> CommandResult:
         args = tuple(argv)
         if not args or os.path.basename(args[0]) not in SLURM_COMMANDS:
             raise InternalError(
@@ -137,7 +158,7 @@ class SubprocessRunner:
                 text=True,
                 encoding="utf-8",
                 errors="replace",
-                env=self._env,
+                env=self._env if not environment else {**self._env, **environment},
                 timeout=timeout_s,
                 check=False,
                 shell=False,
