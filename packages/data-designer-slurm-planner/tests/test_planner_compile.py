@@ -343,6 +343,27 @@ def test_authored_sbatch_options_and_odd_names_travel_as_argv() -> None:
     assert "--account" not in plan.submission.script
 
 
+def test_the_plan_stores_authored_sbatch_options_as_sbatch_reads_them() -> None:
+    # The profile is built directly (not loaded), so compile itself resolves abbreviations and short letters.
+    plan = _compile(_run(submission={"sbatch_options": ["--mail-t", "END"]}), {"sbatch_options": ["-q", "high", "-Qk"]})
+    assert plan.submission.sbatch_args[:4] == ("--qos=high", "--quiet", "--no-kill", "--mail-type=END")
+    # Every option the planner binds comes after the authored ones, so a later option of the plan always wins.
+    unit = bind_submission(plan, SubmissionBinding(run_id="x", run_dir="/ws/runs/x", job_name_prefix="dd-r-x"))
+    assert unit.sbatch_args[:4] == plan.submission.sbatch_args[:4]
+    assert all(not arg.startswith(("--qos", "--quiet", "--no-kill", "--mail-type")) for arg in unit.sbatch_args[4:])
+
+
+def test_compile_refuses_a_reserved_option_however_it_is_spelled() -> None:
+    # Both built directly (load_run would refuse the run's option first), so compile itself must refuse them.
+    spec = RunSpec.model_validate(_run(submission={"sbatch_options": ["-N2"]}))
+    cluster = ClusterProfile.model_validate({**PROFILE, "sbatch_options": ["--qos=high", "--wra=x"]})
+    with pytest.raises(InvalidInputError) as caught:
+        compile(spec, cluster, cluster="c", config=resolve_config(spec))
+    problems = {f"{p.code}@{p.key_path}": p.message for p in caught.value.problems}
+    assert problems["reserved_sbatch_option@clusters.c.sbatch_options[1]"].startswith("sbatch option --wrap")
+    assert problems["reserved_sbatch_option@submission.sbatch_options[0]"].startswith("sbatch option --nodes")
+
+
 def test_max_array_size_chunks_the_shards() -> None:
     plan = _compile(
         _run(records=5000, sharding={"records_per_shard": 2}, submission={"max_concurrent_shards": 16}),

@@ -13,12 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from data_designer.slurm.contracts import (
-    RESERVED_SBATCH_OPTIONS,
     InvalidInputError,
     Profile,
     format_time_limit,
 )
-from data_designer.slurm.planner import ProfileTemplate, load_profile, looks_like_token, render_profile
+from data_designer.slurm.planner import (
+    RESERVED_SBATCH_OPTIONS,
+    ProfileTemplate,
+    load_profile,
+    looks_like_token,
+    render_profile,
+    sbatch_option_table,
+)
 from data_designer.slurm.planner._document import _StrictLoader
 
 
@@ -159,8 +165,13 @@ def test_any_valid_template_loads_back_with_the_values_given(template: ProfileTe
     assert cluster.default_time_limit == template.default_time_limit
 
 
-_OPTION_NAMES = st.from_regex(r"\A[a-z][a-z-]{0,12}\Z", fullmatch=True).filter(
-    lambda n: n not in RESERVED_SBATCH_OPTIONS
+# Canonical spellings of accepted options load back unchanged.
+_OPTIONS = st.sampled_from(
+    sorted(
+        f"--{spec.name}=x" if spec.argument == "required" else f"--{spec.name}"
+        for spec in sbatch_option_table().values()
+        if spec.name not in RESERVED_SBATCH_OPTIONS
+    )
 )
 _CLUSTERS = st.fixed_dictionaries(
     {
@@ -175,7 +186,7 @@ _CLUSTERS = st.fixed_dictionaries(
         "gpus_per_node": st.integers(min_value=1, max_value=64) | st.just("auto"),
         "gpu_request": st.sampled_from(["gres", "whole_node"]),
         "default_time_limit": _TIME_LIMITS,
-        "sbatch_options": st.lists(_OPTION_NAMES.map(lambda n: f"--{n}"), max_size=3),
+        "sbatch_options": st.lists(_OPTIONS, max_size=3),
         "environment": st.lists(st.from_regex(r"\A[A-Z_][A-Z0-9_]{0,8}\Z", fullmatch=True), max_size=3),
         "huggingface": st.fixed_dictionaries({}, optional={"hf_home": _PATHS, "offline": st.booleans()}),
     },

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from data_designer.slurm.contracts import ClusterProfile, InvalidInputError, Problem, Profile
-from data_designer.slurm.planner import allowed_keys, parse_document, validate_document
+from data_designer.slurm.planner import allowed_keys, load_profile, parse_document, validate_document
 
 TOKEN = "nvapi-abcdefghijklmnopqrstuv"
 
@@ -23,7 +23,7 @@ clusters:
     compute_python:
       interpreter: /usr/bin/python3
     sbatch_options:
-      - --exclusive
+      - --qos=high
       - --time=01:00:00
       - "--constraint=a\\nb"
     environment: [hf_token]
@@ -32,7 +32,7 @@ clusters:
 
 def problems_of(text: str, file: str = "p.yaml") -> tuple[Problem, ...]:
     with pytest.raises(InvalidInputError) as caught:
-        validate_document(Profile, parse_document(text, file=file), operation="profile.load")
+        load_profile(text, file=file)  # validate_document, with the sbatch options resolved beside it
     error = caught.value
     assert error.exit_code == 2
     assert error.info.operation == "profile.load"
@@ -61,7 +61,7 @@ def test_every_problem_is_reported_at_once_sorted_by_line() -> None:
 
 def test_the_error_summarises_the_count_and_the_first_problem() -> None:
     with pytest.raises(InvalidInputError) as caught:
-        validate_document(Profile, parse_document(BROKEN, file="p.yaml"), operation="profile.load")
+        load_profile(BROKEN, file="p.yaml")
     info = caught.value.info
     assert info.code == "invalid_input"
     assert info.message.startswith("8 problems in p.yaml; first: p.yaml:4: clusters.a.workspace_root: ")

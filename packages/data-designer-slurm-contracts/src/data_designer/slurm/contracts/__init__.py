@@ -140,7 +140,7 @@ from data_designer.slurm.contracts._run_status import (
     ShardStatus,
     WaitResult,
 )
-from data_designer.slurm.contracts._sbatch_option import RESERVED_SBATCH_OPTIONS, SbatchOption, sbatch_option_name
+from data_designer.slurm.contracts._sbatch_option import SbatchOption
 from data_designer.slurm.contracts._scheduler import (
     TERMINAL_TASK_STATES,
     ArrayTaskBinding,
@@ -193,7 +193,6 @@ __all__ = [
     "PROBE_CHECK_NAMES",
     "PROFILE_ENV_VAR",
     "PROFILE_SCHEMA_VERSION",
-    "RESERVED_SBATCH_OPTIONS",
     "RUN_SCHEMA_VERSION",
     "SHARD_STATES",
     "TERMINAL_TASK_STATES",
@@ -315,5 +314,4 @@ __all__ = [
     "format_time_limit",
     "hint_of",
     "parse_time_limit",
-    "sbatch_option_name",
 ]

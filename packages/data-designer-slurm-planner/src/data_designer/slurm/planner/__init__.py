@@ -80,6 +80,14 @@ from data_designer.slurm.planner._sbatch import (
     format_indices,
     render_script,
 )
+from data_designer.slurm.planner._sbatch_options import (
+    RESERVED_SBATCH_OPTIONS,
+    ResolvedSbatchOptions,
+    SbatchOptionSpec,
+    canonical_sbatch_options,
+    resolve_sbatch_options,
+    sbatch_option_table,
+)
 from data_designer.slurm.planner._secrets import find_secret_literals, is_secret_like_key, looks_like_token
 from data_designer.slurm.planner._validation import allowed_keys, validate_document
 from data_designer.slurm.planner._vllm import (
@@ -110,6 +118,7 @@ __all__ = [
     "MULTI_NODE_FLAGS",
     "PLAN_FILE",
     "RENDERED_FLAGS",
+    "RESERVED_SBATCH_OPTIONS",
     "RETRY_ATTEMPT_ENV",
     "SAMPLER_SEED_BITS",
     "SCRIPT_FILE",
@@ -128,6 +137,8 @@ __all__ = [
     "ProfileTemplate",
     "Range",
     "RenderedScript",
+    "ResolvedSbatchOptions",
+    "SbatchOptionSpec",
     "ScriptRequest",
     "allowed_keys",
     "base_run_path",
@@ -138,6 +149,7 @@ __all__ = [
     "bind_submission",
     "canonical_json",
     "canonical_json_data",
+    "canonical_sbatch_options",
     "check_engine_args",
     "child_id",
     "clip_ranges",
@@ -173,7 +185,9 @@ __all__ = [
     "render_profile",
     "render_script",
     "resolve_config",
+    "resolve_sbatch_options",
     "sampler_seed_words",
+    "sbatch_option_table",
     "serve_flag_versions",
     "sha256_digest",
     "validate_document",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from data_designer.slurm.contracts import BenchmarkSpec, InvalidInputError, RunSpec
 from data_designer.slurm.planner._document import Document, parse_document
+from data_designer.slurm.planner._sbatch_options import canonical_sbatch_options, validate_with_sbatch_options
 from data_designer.slurm.planner._validation import validate_document
 
 INLINE_CONFIG_FILE = "<inline>"
@@ -17,8 +18,19 @@ INLINE_CONFIG_FILE = "<inline>"
 
 
 def load_run(text: str, *, file: str) -> RunSpec:
-    """Parse and validate a run file; every problem is reported at once with file, line and key path."""
-    return validate_document(RunSpec, parse_document(text, file=file), operation="run.load")
+    """Parse and validate a run file; every problem is reported at once with file, line and key path.
+
+    ``submission.sbatch_options`` come back canonical (``--long-name=value``), as sbatch will read them.
+    """
+    document = parse_document(text, file=file)
+    run = validate_with_sbatch_options(
+        lambda: validate_document(RunSpec, document, operation="run.load"),
+        document,
+        [("submission", "sbatch_options")],
+        operation="run.load",
+    )
+    options = canonical_sbatch_options(run.submission.sbatch_options)
+    return run.model_copy(update={"submission": run.submission.model_copy(update={"sbatch_options": options})})
 
 
 def load_benchmark(text: str, *, file: str) -> BenchmarkSpec:

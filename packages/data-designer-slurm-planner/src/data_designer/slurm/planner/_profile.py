@@ -4,16 +4,38 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from dataclasses import dataclass
 
 from data_designer.slurm.contracts import PROFILE_SCHEMA_VERSION, Profile
 from data_designer.slurm.planner._document import parse_document
+from data_designer.slurm.planner._sbatch_options import (
+    RESERVED_SBATCH_OPTIONS,
+    canonical_sbatch_options,
+    validate_with_sbatch_options,
+)
 from data_designer.slurm.planner._validation import validate_document
 
 
 def load_profile(text: str, *, file: str) -> Profile:
-    """Parse and validate a profile; every problem is reported at once with file, line and key path."""
-    return validate_document(Profile, parse_document(text, file=file), operation="profile.load")
+    """Parse and validate a profile; every problem is reported at once with file, line and key path.
+
+    Each cluster's ``sbatch_options`` come back canonical (``--long-name=value``), as sbatch will read them.
+    """
+    document = parse_document(text, file=file)
+    clusters = document.data.get("clusters") if isinstance(document.data, dict) else None
+    paths = [("clusters", name, "sbatch_options") for name in clusters] if isinstance(clusters, dict) else []
+    profile = validate_with_sbatch_options(
+        lambda: validate_document(Profile, document, operation="profile.load"),
+        document,
+        paths,
+        operation="profile.load",
+    )
+    canonical = {
+        name: cluster.model_copy(update={"sbatch_options": canonical_sbatch_options(cluster.sbatch_options)})
+        for name, cluster in profile.clusters.items()
+    }
+    return profile.model_copy(update={"clusters": canonical})
 
 
 @dataclass(frozen=True)
@@ -40,6 +62,13 @@ def _q(value: str) -> str:
     # A JSON string is a valid YAML double-quoted scalar; with the characters YAML treats specially escaped,
     # any printable text survives unchanged.
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
+
+
+def _reserved_comment() -> str:
+    names = ", ".join(RESERVED_SBATCH_OPTIONS) + "."
+    return textwrap.fill(
+        names, width=100, initial_indent="    #   ", subsequent_indent="    #   ", break_on_hyphens=False
+    )
 
 
 def render_profile(template: ProfileTemplate) -> str:
@@ -76,9 +105,10 @@ clusters:
       interpreter: {_q(template.python)}
     # Default --time for jobs (minutes, "HH:MM:SS" or "D-HH:MM:SS"; quote it).
     default_time_limit: {_q(template.default_time_limit)}
-    # Extra sbatch options, one "--name=value" per item; no shell parses them.
-    # Reserved (the planner sets them): job-name, array, output, error, signal, requeue, no-requeue, export,
-    # chdir, parsable, wrap, dependency, partition, account, time.
+    # Extra sbatch options, one "--name=value" per item; no shell parses them. Abbreviations and short
+    # letters are read as sbatch reads them. Refused however spelled (the plan sets them, or they break
+    # the submission):
+{_reserved_comment()}
     sbatch_options: []
     # Names of environment variables passed to jobs (never their values), e.g. [HF_TOKEN].
     environment: []

@@ -169,7 +169,7 @@ def run_probe_job(state: ProbeState) -> TaskEvidence | None:
         sbatch_args.append(f"--account={cluster.account}")
     unit = SubmissionUnit(
         script=probe_script(str(state.probe_dir), state.probe_id, cluster.compute_python.interpreter),
-        sbatch_args=(*sbatch_args, *cluster.sbatch_options),
+        sbatch_args=(*cluster.sbatch_options, *sbatch_args),  # the probe's own options last, as in a plan
         chunks=(
             SubmissionChunk(
                 job_name=f"ddslurm-probe-{state.probe_id}",
