@@ -60,7 +60,7 @@ def test_every_category_maps_to_a_distinct_nonzero_exit_code() -> None:
     codes = list(EXIT_CODE_BY_CATEGORY.values())
     assert len(set(codes)) == len(codes)
     assert ExitCode.OK not in codes
-    assert sorted(int(c) for c in codes) == [1, 2, 3, 4, 5, 6]
+    assert sorted(int(c) for c in codes) == [1, 2, 3, 4, 5, 6, 130]
 
 
 def test_error_info_carries_every_structured_field() -> None:

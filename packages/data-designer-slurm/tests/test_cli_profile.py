@@ -321,4 +321,4 @@ def test_an_interrupt_exits_130(runner: CliRunner, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(services, "validate_profile", interrupted)
     result = invoke(runner, "profile", "validate")
     assert result.exit_code == 130
-    assert result.stderr == "interrupted\n"
+    assert result.stderr == "error: interrupted\n"

@@ -9,6 +9,7 @@ Tree::
     +-- UnavailableError           exit 5: the scheduler or the shared filesystem cannot be reached
     +-- CheckFailedError           exit 6: an outcome check ran and failed (or could not run)
     +-- InternalError              exit 1: a bug or an unexpected condition
+    +-- InterruptError             exit 130: the user interrupted the command (Ctrl-C, SIGINT)
 
 Each error carries an :class:`ErrorInfo` value (code, operation, file, key path, line, hint and
 the list of problems) so that the CLI can render one line per problem, or a JSON object, and
@@ -31,6 +32,7 @@ class ErrorCategory(StrEnum):
     CONFLICT = "conflict"
     UNAVAILABLE = "unavailable"
     CHECK_FAILED = "check_failed"
+    INTERRUPTED = "interrupted"
 
 
 class ExitCode(IntEnum):
@@ -43,6 +45,7 @@ class ExitCode(IntEnum):
     CONFLICT = 4
     UNAVAILABLE = 5
     CHECK_FAILED = 6
+    INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 
 EXIT_CODE_BY_CATEGORY: dict[ErrorCategory, ExitCode] = {
@@ -52,6 +55,7 @@ EXIT_CODE_BY_CATEGORY: dict[ErrorCategory, ExitCode] = {
     ErrorCategory.CONFLICT: ExitCode.CONFLICT,
     ErrorCategory.UNAVAILABLE: ExitCode.UNAVAILABLE,
     ErrorCategory.CHECK_FAILED: ExitCode.CHECK_FAILED,
+    ErrorCategory.INTERRUPTED: ExitCode.INTERRUPTED,
 }
 
 
@@ -207,3 +211,8 @@ class CheckFailedError(SlurmExtensionError):
 class InternalError(SlurmExtensionError):
     category = ErrorCategory.INTERNAL
     default_code = "internal_error"
+
+
+class InterruptError(SlurmExtensionError):
+    category = ErrorCategory.INTERRUPTED
+    default_code = "interrupted"

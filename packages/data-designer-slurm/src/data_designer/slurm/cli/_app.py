@@ -5,12 +5,14 @@ from __future__ import annotations
 import typer
 
 from data_designer.slurm.cli._benchmark_commands import benchmark_app
+from data_designer.slurm.cli._boundary import SlurmGroup
 from data_designer.slurm.cli._execute_commands import execute
 from data_designer.slurm.cli._profile_commands import profile_app
 from data_designer.slurm.cli._status_commands import status, wait
 
 app = typer.Typer(
     name="slurm",
+    cls=SlurmGroup,  # prints every error that escapes a command once, --json-aware (see _boundary)
     help="Run Data Designer jobs on Slurm GPU clusters: profiles, runs (execute, status, wait) and benchmark plans.",
     no_args_is_help=True,
     add_completion=False,

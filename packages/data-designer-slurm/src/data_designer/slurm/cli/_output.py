@@ -3,13 +3,15 @@
 - ``--json``: exactly the service's result model on stdout; errors as one JSON object on stderr.
 - otherwise: a readable summary on stdout; errors as one line per problem on stderr.
 - exit codes come from the error category (see ``data_designer.slurm.contracts.ExitCode``).
-- tracebacks only with ``--debug``.
+- tracebacks only with ``--debug``; an interrupt (Ctrl-C) is an error too, exit 130.
+- every error is printed once: by :func:`run` inside a command, else by the group's boundary (``_boundary``).
 """
 
 from __future__ import annotations
 
 import sys
 import traceback
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
@@ -18,7 +20,7 @@ import typer
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from data_designer.slurm.contracts import SlurmExtensionError
+    from data_designer.slurm.contracts import ErrorInfo, SlurmExtensionError
 
 ResultT = TypeVar("ResultT", bound="BaseModel")
 
@@ -39,24 +41,17 @@ def run(
 ) -> None:
     """Call one service, print its result, and map any error to its exit code.
 
-    ``exit_code`` lets a command print a result and still exit non-zero (the status of a failed run)."""
-    from data_designer.slurm.contracts import InternalError, SlurmExtensionError
+    ``exit_code`` lets a command print a result and still exit non-zero (the status of a failed run). What
+    escapes this (a usage error, an error while rendering) is caught by the group's boundary (``_boundary``)
+    and printed the same way, once."""
+    from data_designer.slurm.contracts import SlurmExtensionError
 
     try:
         result = call()
     except SlurmExtensionError as exc:
-        _fail(exc.with_operation(operation), as_json=as_json, debug=debug)
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        raise typer.Exit(130) from None
-    except Exception as exc:  # the CLI boundary: anything unexpected becomes one internal-error line
-        internal = InternalError(
-            f"internal error: {type(exc).__name__}: {exc}",
-            operation=operation,
-            hint="re-run with --debug and report the traceback",
-        )
-        internal.__cause__ = exc
-        _fail(internal, as_json=as_json, debug=debug)
+        fail(exc.with_operation(operation), as_json=as_json, debug=debug)
+    except (Exception, KeyboardInterrupt) as exc:  # the CLI boundary: anything unexpected becomes one error
+        fail(unexpected(exc, operation, debug=debug), as_json=as_json, debug=debug)
     if as_json:
         sys.stdout.write(result.model_dump_json() + "\n")
     else:
@@ -66,16 +61,60 @@ def run(
         raise typer.Exit(code)
 
 
-def _fail(exc: SlurmExtensionError, *, as_json: bool, debug: bool) -> NoReturn:
+def unexpected(exc: BaseException, operation: str, *, debug: bool) -> SlurmExtensionError:
+    """The error to print for an exception that is not ours: an interrupt (exit 130) or an internal error (exit 1)."""
+    from data_designer.slurm.contracts import InternalError, InterruptError
+
+    if isinstance(exc, KeyboardInterrupt | typer.Abort):
+        error: SlurmExtensionError = InterruptError("interrupted", operation=operation)
+    else:
+        if isinstance(exc, MemoryError) and not debug and exc.__traceback__ is not None:
+            traceback.clear_frames(exc.__traceback__)  # free what the failed work held before rendering the error
+        error = InternalError(
+            f"internal error: {type(exc).__name__}: {exc}",
+            operation=operation,
+            hint="re-run with --debug and report the traceback",
+        )
+    error.__cause__ = exc
+    return error
+
+
+def fail(exc: SlurmExtensionError, *, as_json: bool, debug: bool) -> NoReturn:
+    """Print ``exc`` on stderr, once (the traceback first with ``debug``), and exit with its code."""
     if debug:
         traceback.print_exception(exc.__cause__ or exc, file=sys.stderr)
-    if as_json:
-        sys.stderr.write(exc.info.model_dump_json() + "\n")
-    else:
-        prefix = "error: "
-        for line in exc.info.render_lines():
-            typer.echo(prefix + line, err=True)
+    write_error(exc.info, as_json=as_json)
     raise typer.Exit(int(exc.exit_code))
+
+
+def write_error(info: ErrorInfo, *, as_json: bool) -> None:
+    """One JSON object on one line, or one ``error: `` line per problem with control characters escaped."""
+    if as_json:
+        text = info.model_dump_json()
+        for char, escape in _JSON_LINE_BREAKS.items():  # valid in JSON strings, but str.splitlines() splits on them
+            text = text.replace(char, escape)
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+        return
+    for line in info.render_lines():
+        typer.echo("error: " + one_line(line), err=True)
+
+
+_JSON_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def one_line(text: str) -> str:
+    """``text`` with newlines and other control or format characters escaped (``\\n``, ``\\x1b``, ``\\u2028``)."""
+    if text.isprintable():
+        return text
+    return "".join(_escape(char) if unicodedata.category(char) in _UNPRINTABLE else char for char in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return _SHORT_ESCAPES.get(char) or (f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
