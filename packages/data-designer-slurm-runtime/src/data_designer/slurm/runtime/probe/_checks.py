@@ -49,6 +49,8 @@ from data_designer.slurm.runtime.scheduler._slurm_parse import (
     SlurmOutputError,
     parse_scontrol_config,
 )
+from data_designer.slurm.runtime.store._files import make_directories
+from data_designer.slurm.runtime.store._permissions import modes_for
 
 PROBE_COMMANDS: tuple[str, ...] = ("sinfo", "squeue", "sacct", "scontrol", "sbatch", "scancel")
 """The commands the probe (and every run) needs; ``sacctmgr`` is the account check's own business."""
@@ -308,8 +310,8 @@ class _Probe(ProbeState):
             self.record("workspace", "failed", f"{str(root)!r} is not a directory", hint=hint, key="workspace_root")
             return
         target = root / ".probe" / self.probe_id
-        try:
-            target.mkdir(parents=True)
+        try:  # with the workspace's modes, like a run directory
+            make_directories(target, modes_for(self.cluster.workspace_sharing), exclusive=True)
         except OSError as exc:
             self.record(
                 "workspace",
