@@ -153,7 +153,7 @@ def test_vllm_argv_environment_and_health() -> None:
     assert bind_argv(replica.argv, {"host": "127.0.0.1", "port": "8000"})[2] == "/m/{x}"
     assert replica.environment == {"HF_HOME": "/hf", "HF_HUB_OFFLINE": "1"}
     assert replica.pass_environment == ("HF_TOKEN",)
-    assert (replica.health_path, replica.bind, replica.requires_api_key) == ("/health", "loopback", False)
+    assert (replica.health_path, replica.bind, replica.requires_api_key) == ("/health", "loopback", True)
     assert (replica.node_indices, replica.gpu_indices) == ((0,), (0,))
 
 
@@ -173,7 +173,7 @@ def test_replicas_pack_in_declared_alias_order_and_remote_ones_need_a_key() -> N
         ("writer", 2, (1,), (0, 1), "all"),
         ("judge", 0, (2, 3), (0, 1, 2, 3), "all"),
     ]
-    assert [r.requires_api_key for r in plan.allocation.replicas] == [False, False, True, True]
+    assert [r.requires_api_key for r in plan.allocation.replicas] == [True, True, True, True]  # loopback too
     # The key is no argv's business: a remote replica's argv equals a loopback one's (see test_planner_hygiene.py).
     assert plan.allocation.replicas[2].argv == plan.allocation.replicas[0].argv
     assert (plan.allocation.nodes, plan.allocation.gpus, plan.allocation.cpus_per_node) == (4, 14, 8)
@@ -400,7 +400,7 @@ def test_a_retry_submits_only_the_named_shards_taking_the_next_attempt() -> None
         ("dd-r-x-r2-c2", "3%4", 22),
     ]
     assert [(t.index, t.shard) for c in unit.chunks for t in c.tasks] == [(3, 3), (4, 4), (5, 5), (9, 9), (3, 25)]
-    assert unit.sbatch_args[-1] == "--export=ALL,DDSLURM_ATTEMPT=next"
+    assert [a for a in unit.sbatch_args if a.startswith("--export")] == ["--export=ALL,NIM_KEY,DDSLURM_ATTEMPT=next"]
     assert unit.script == plan.submission.script
     with pytest.raises(InvalidInputError, match="not in the plan"):
         bind_retry(plan, binding, shards=[30], generation=1)
@@ -421,10 +421,12 @@ def test_binding_adds_job_names_working_directory_and_logs() -> None:
     assert [c.job_name for c in unit.chunks] == ["dd-r-x-c0", "dd-r-x-c1", "dd-r-x-c2"]
     assert [c.index_offset for c in unit.chunks] == [0, 11, 22]
     assert unit.sbatch_args == (
+        "--export=ALL,NIM_KEY",  # the run names NIM_KEY (api_key_env): its value travels by environment only
         "--chdir=/ws/runs/x/",
         "--output=/ws/runs/x/slurm-%x_%a.out",
         "--error=/ws/runs/x/slurm-%x_%a.err",
     )
+    assert unit.environment == ("NIM_KEY",)
 
 
 def test_binding_refuses_unresolved_plans_and_pattern_characters() -> None:

@@ -57,7 +57,7 @@ def test_no_golden_plan_puts_a_key_on_a_server_argv(name: str) -> None:
 
 
 def test_the_goldens_include_replicas_that_need_a_key() -> None:
-    """The test above is not vacuous: some golden replicas listen beyond loopback and need the per-attempt key."""
+    """The test above is not vacuous: golden replicas need the per-attempt key, on loopback and beyond it."""
     remote = [
         (name, replica.alias, replica.bind)
         for name in CASE_NAMES
@@ -65,7 +65,9 @@ def test_the_goldens_include_replicas_that_need_a_key() -> None:
         if replica.requires_api_key
     ]
     assert {name for name, _, _ in remote} >= {"multi_node", "dry_run_unresolved"}
-    assert {bind for _, _, bind in remote} == {"all"}
+    assert {bind for _, _, bind in remote} == {"all", "loopback"}
+    every = [r for name in CASE_NAMES for r in cases.compile_case(name).allocation.replicas]
+    assert all(r.requires_api_key for r in every)
 
 
 def test_a_remote_vllm_replica_has_the_same_argv_as_a_loopback_one() -> None:

@@ -171,7 +171,7 @@ def test_an_unset_key_variable_is_invalid_config_without_a_request(canned: Canne
         assert failure is not None
         assert failure[0] == "invalid_config"
         assert "the variable EXT_KEY is not set or empty in the job's environment" in failure[1]
-        assert "fix: list EXT_KEY under the profile's 'environment'" in failure[1]
+        assert "fix: set EXT_KEY (not empty) in the shell that runs 'execute'" in failure[1]
     assert server.seen == []
 
 

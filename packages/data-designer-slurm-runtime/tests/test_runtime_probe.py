@@ -52,7 +52,9 @@ class ComputeNode:
         self.replace_output = replace_output or {}
         self.scripts: list[str] = []
 
-    def run(self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None) -> CommandResult:
+    def run(
+        self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None, environment: object = None
+    ) -> CommandResult:
         if argv and argv[0] == "sbatch" and stdin is not None and self.directive:
             stdin = stdin.replace("\n", f"\n# fake-slurm: {self.directive}\n", 1)
         result = self.fake.run(argv, timeout_s=timeout_s, stdin=stdin)
@@ -173,7 +175,9 @@ def test_observation_outages_while_polling_are_waited_out(fake: FakeSlurm, works
     runner = ComputeNode(fake)
     original = runner.run
 
-    def flaky(argv: Sequence[str], *, timeout_s: float, stdin: str | None = None) -> CommandResult:
+    def flaky(
+        argv: Sequence[str], *, timeout_s: float, stdin: str | None = None, environment: object = None
+    ) -> CommandResult:
         if argv and argv[0] == "sbatch" and "--version" not in argv:
             fake.fail("squeue", times=2)
             fake.fail("sacct", times=2)

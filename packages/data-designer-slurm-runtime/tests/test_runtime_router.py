@@ -85,6 +85,21 @@ def test_headers_and_answers_pass_through(two_stubs: list[StubModelServer]) -> N
     assert sum(item.requests for item in router.stats().upstreams) == 3
 
 
+def test_a_router_with_the_attempt_key_refuses_requests_without_it_before_any_upstream() -> None:
+    # The upstream checks no key (a command engine that cannot): the router is then the only guard.
+    with StubModelServer(StubServerConfig(model=MODEL, replica_id="open")) as open_stub:
+        router = start_routers({"writer": [open_stub.base_url]}, {"writer": KEY})["writer"]
+        try:
+            assert [post(router, key=k)[0] for k in (None, "wrong", KEY.upper())] == [401, 401, 401]
+            status, reply = post(router, key=None)
+            assert (status, reply["error"]["type"]) == (401, "authentication_error")
+            assert sum(item.requests for item in router.stats().upstreams) == 0, "nothing reached the upstream"
+            assert post(router)[0] == 200
+        finally:
+            router.close()
+        assert sum(item.requests for item in router.stats().upstreams) == 1
+
+
 def test_the_replica_with_fewer_outstanding_requests_is_chosen() -> None:
     slow = StubServerConfig(model=MODEL, replica_id="slow", latency_s=1.0)
     fast = StubServerConfig(model=MODEL, replica_id="fast")

@@ -194,7 +194,9 @@ def test_lost_reply_then_recovery_submits_nothing_twice(fake: FakeSlurm) -> None
 
 def test_unreadable_sbatch_reply_is_a_lost_reply(fake: FakeSlurm) -> None:
     class Chatty(CountingRunner):
-        def run(self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None) -> CommandResult:
+        def run(
+            self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None, environment: object = None
+        ) -> CommandResult:
             result = super().run(argv, timeout_s=timeout_s, stdin=stdin)
             return CommandResult(result.argv, 0, "", "", 0.0) if argv[0] == "sbatch" else result
 
@@ -235,7 +237,9 @@ def test_cancel_unconfirmed_and_failed(fake: FakeSlurm) -> None:
     fake.advance(3)
 
     class Deaf(CountingRunner):
-        def run(self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None) -> CommandResult:
+        def run(
+            self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None, environment: object = None
+        ) -> CommandResult:
             if argv[0] == "scancel":
                 return CommandResult(tuple(argv), 0, "", "", 0.0)
             return super().run(argv, timeout_s=timeout_s, stdin=stdin)

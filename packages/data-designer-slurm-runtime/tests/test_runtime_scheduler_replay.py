@@ -20,7 +20,9 @@ class ReplayRunner:
             "sacct": (DATA / sacct).read_text(encoding="utf-8"),
         }
 
-    def run(self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None) -> CommandResult:
+    def run(
+        self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None, environment: object = None
+    ) -> CommandResult:
         return CommandResult(tuple(argv), 0, self.outputs[argv[0]], "", 0.05)
 
 

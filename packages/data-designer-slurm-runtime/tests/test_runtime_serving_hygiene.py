@@ -220,10 +220,10 @@ def attempt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Attempt]:
         assert not leftovers, f"processes left behind: {leftovers}"
 
 
-def test_the_plan_has_a_loopback_replica_and_a_remote_one_that_needs_the_key(attempt: Attempt) -> None:
+def test_the_plan_has_a_loopback_replica_and_a_remote_one_both_needing_the_key(attempt: Attempt) -> None:
     replicas = attempt.plan.allocation.replicas
     assert [(r.node_indices, r.bind, r.requires_api_key) for r in replicas] == [
-        ((0,), "loopback", False),
+        ((0,), "loopback", True),  # other users of a shared node reach loopback too
         ((1,), "all", True),
     ]
     assert attempt.returncode == 0, attempt.stderr
@@ -286,6 +286,12 @@ def test_step_environment_takes_the_plan_s_variables_over_the_job_s(tmp_path: Pa
             "/bin",
             "k",
         )
+    named = ("HF_TOKEN", "OTHER_TOKEN")  # the plan's submission environment: names only
+    job |= {"HF_TOKEN": "hf-value", "OTHER_TOKEN": "other-value"}
+    gated = loopback.model_copy(update={"pass_environment": ("HF_TOKEN",)})
+    env = step_environment(gated, job, named)
+    assert (env.get("HF_TOKEN"), "OTHER_TOKEN" in env, env["PATH"]) == ("hf-value", False, "/bin")
+    assert "HF_TOKEN" not in step_environment(loopback, job, named), "a replica sees only the variables it names"
     online = compile(
         plan.run,
         profile(huggingface={"hf_home": None, "offline": False}),

@@ -122,7 +122,9 @@ class ScriptedRunner:
         self.replies = replies
         self.calls: list[tuple[str, ...]] = []
 
-    def run(self, argv: Any, *, timeout_s: float, stdin: str | None = None) -> CommandResult:
+    def run(
+        self, argv: Any, *, timeout_s: float, stdin: str | None = None, environment: object = None
+    ) -> CommandResult:
         self.calls.append(tuple(argv))
         return self.replies[argv[2] if argv[1] == "show" else argv[3]]
 

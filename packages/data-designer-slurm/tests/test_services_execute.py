@@ -394,3 +394,74 @@ def test_cli_options_of_the_other_mode_exit_2(env: Env, args: list[str], key: st
     result = invoke(env, *args, "--json")
     assert result.exit_code == 2, result.output
     assert ErrorInfo.model_validate_json(result.stderr).key_path == key
+
+
+SECRET = "hf_ThisIsASecretValue0123456789abcdef"
+
+
+def with_named_variables(env: Env) -> None:
+    """The profile names HF_TOKEN; the run file gives the writer deployment EXTRA_TOKEN."""
+    text = env.profile.read_text(encoding="utf-8").replace(
+        '    default_time_limit: "00:30:00"\n  fixed:',
+        '    default_time_limit: "00:30:00"\n    environment: [HF_TOKEN]\n  fixed:',
+    )
+    env.profile.write_text(text, encoding="utf-8")
+    run = env.run_file.read_text(encoding="utf-8").replace(
+        "    gpus_per_replica: 1\n", "    gpus_per_replica: 1\n    environment: [EXTRA_TOKEN]\n"
+    )
+    env.run_file.write_text(run, encoding="utf-8")
+
+
+def test_named_variables_reach_sbatch_by_environment_only(env: Env) -> None:
+    with_named_variables(env)
+    environ = {"HF_TOKEN": SECRET, "EXTRA_TOKEN": SECRET + "-extra", "UNRELATED": "x"}
+    execute_run(
+        env.run_file,
+        profile=env.profile,
+        runner=env.fake,
+        clock=lambda: CREATED,
+        environ=environ,
+        id_factory=fixed_ids(),
+    )
+    sbatch = [i for i, argv in enumerate(env.fake.calls) if argv[0] == "sbatch"]
+    assert [env.fake.environments[i] for i in sbatch] == [("EXTRA_TOKEN", "HF_TOKEN")], "exactly the named ones"
+    (argv,) = [env.fake.calls[i] for i in sbatch]
+    assert "--export=ALL,HF_TOKEN,EXTRA_TOKEN" in argv
+    assert not any(SECRET in word for call in env.fake.calls for word in call)
+    plan = ExecutionPlan.model_validate_json(env.layout.plan_record.read_bytes())
+    assert plan.submission.environment == ("HF_TOKEN", "EXTRA_TOKEN")
+    assert plan.allocation.replicas[0].pass_environment == ("HF_TOKEN", "EXTRA_TOKEN")
+    assert plan.allocation.client.pass_environment == ("HF_TOKEN",), "the deployment's token is not the client's"
+    holding = [p for p in env.workspace.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert holding == []
+
+
+@pytest.mark.parametrize(
+    ("unset", "file_attr", "key"),
+    [("HF_TOKEN", "profile", "environment"), ("EXTRA_TOKEN", "run_file", "deployments.writer.environment")],
+)
+def test_a_named_variable_unset_at_submission_is_exit_2_before_anything_is_written(
+    env: Env, unset: str, file_attr: str, key: str
+) -> None:
+    with_named_variables(env)
+    environ = {"HF_TOKEN": SECRET, "EXTRA_TOKEN": SECRET}
+    del environ[unset]
+    with pytest.raises(InvalidInputError) as caught:
+        execute_run(
+            env.run_file,
+            profile=env.profile,
+            runner=env.fake,
+            clock=lambda: CREATED,
+            environ=environ,
+            id_factory=fixed_ids(),
+        )
+    info = caught.value.info
+    assert (info.code, info.exit_code, info.key_path, info.file) == (
+        "environment_unset",
+        2,
+        key,
+        str(getattr(env, file_attr)),
+    )
+    assert unset in info.message and "export" in (info.hint or "")
+    assert not (env.workspace / "runs").exists(), "nothing written"
+    assert not any(argv[0] == "sbatch" for argv in env.fake.calls)

@@ -46,7 +46,9 @@ class ComputeNode:
         self.fake = fake
         self.directive = directive
 
-    def run(self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None) -> CommandResult:
+    def run(
+        self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None, environment: object = None
+    ) -> CommandResult:
         if argv and argv[0] == "sbatch" and stdin is not None and self.directive:
             stdin = stdin.replace("\n", f"\n# fake-slurm: {self.directive}\n", 1)
         result = self.fake.run(argv, timeout_s=timeout_s, stdin=stdin)

@@ -119,7 +119,9 @@ class Env:
 class RejectingSlurm(FakeSlurm):
     """A fake cluster whose sbatch refuses every job (as a site's QOS check would)."""
 
-    def run(self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None) -> CommandResult:
+    def run(
+        self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None, environment: object = None
+    ) -> CommandResult:
         if argv and argv[0] == "sbatch":
             return CommandResult(
                 argv=tuple(argv),

@@ -82,6 +82,12 @@ class SubmissionUnit(BaseModel):
     sbatch_args: tuple[PrintableText, ...] = Field(
         default=(), strict=False, description="Extra sbatch argv bound at submission (run directory, output paths)."
     )
+    environment: tuple[PrintableText, ...] = Field(
+        default=(),
+        strict=False,
+        description="Names of the variables sbatch receives from the submitting environment and exports to the job "
+        "(--export names them); their values travel only in sbatch's environment.",
+    )
     chunks: tuple[SubmissionChunk, ...] = Field(strict=False, min_length=1)
 
     @model_validator(mode="after")

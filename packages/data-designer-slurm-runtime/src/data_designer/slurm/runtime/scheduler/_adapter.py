@@ -165,14 +165,21 @@ class SlurmScheduler:
             for name, ids in found.items()
         }
 
-    def submit(self, unit: SubmissionUnit, *, since: datetime) -> SubmissionResult:
+    def submit(
+        self, unit: SubmissionUnit, *, since: datetime, environment: Mapping[str, str] | None = None
+    ) -> SubmissionResult:
         """Submit the chunks of ``unit`` that are not already known to Slurm by job name.
 
         ``since`` bounds the accounting lookup (``sacct -S``): pass the time the run was created.
+        ``environment`` holds the values of the variables ``unit.environment`` names (read from the submitting
+        environment by the caller); they reach ``sbatch`` only as its environment, so the job's
+        ``--export=ALL,<names>`` carries them. A named variable missing from it is an
+        :class:`InvalidInputError` before any ``sbatch``.
         If ``sbatch`` fails or its reply is lost, :class:`UnavailableError` (or
         :class:`InvalidInputError` for a rejection) is raised; calling ``submit`` again finds
         whatever was accepted and submits only the rest.
         """
+        passed = job_environment(unit, environment or {})
         existing = self.find_submitted([c.job_name for c in unit.chunks], since=since)
         chunks: list[SubmittedChunk] = []
         calls = 0
@@ -184,7 +191,9 @@ class SlurmScheduler:
             argv = ["sbatch", *unit.sbatch_args]
             argv += ["--parsable", f"--job-name={chunk.job_name}", f"--array={chunk.array_spec}"]
             calls += 1
-            result = self._runner.run(argv, timeout_s=self._sbatch_timeout_s, stdin=unit.script)
+            result = self._runner.run(
+                argv, timeout_s=self._sbatch_timeout_s, stdin=unit.script, environment=passed or None
+            )
             done = f"{calls - 1} chunk(s) were newly submitted before this one"
             if not result.ok:
                 raise self._sbatch_error(result, chunk.job_name, done)
@@ -458,3 +467,16 @@ def _merge(squeue: Sequence[JobRecord], sacct: Sequence[JobRecord], observed_at:
         elif latest is not None:
             tasks.append(_evidence(latest, "sacct", observed_at, restarts))
     return tuple(tasks)
+
+
+def job_environment(unit: SubmissionUnit, environment: Mapping[str, str]) -> dict[str, str]:
+    """The values of the variables ``unit`` names, from ``environment``; unset or empty ones are an input error."""
+    missing = [name for name in unit.environment if not environment.get(name)]
+    if missing:
+        raise InvalidInputError(
+            f"the run names the environment variable(s) {', '.join(missing)}, unset or empty where it is submitted",
+            code="environment_unset",
+            operation="submit",
+            hint=f"export {missing[0]}=... in the shell that submits (values travel by environment only)",
+        )
+    return {name: environment[name] for name in unit.environment}

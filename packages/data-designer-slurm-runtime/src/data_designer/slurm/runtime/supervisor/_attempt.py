@@ -80,6 +80,7 @@ from data_designer.slurm.runtime.supervisor._replicas import (
     log_step,
     log_tail,
     nodes_of,
+    passed_to,
     spawn,
     srun_argv,
     step_environment,
@@ -305,7 +306,8 @@ class Supervisor:
             log = self.layout.log_file(self.task.shard, self.task.attempt, log_step(plan))
             started, monotonic = self.clock(), time.monotonic()
             try:
-                process = spawn(argv, env=step_environment(plan, self.environ), log=log, cwd=self.layout.run_dir)
+                env = step_environment(plan, self.environ, self.plan.submission.environment)
+                process = spawn(argv, env=env, log=log, cwd=self.layout.run_dir)
             except OSError as exc:
                 raise AttemptEnded(
                     "server_failed_to_start", f"cannot run {argv[0]!r} for {plan.alias}-r{plan.replica}: {exc}"
@@ -367,8 +369,8 @@ class Supervisor:
         for endpoint in self.plan.allocation.client.endpoints:
             if endpoint.kind == "deployed":
                 urls = tuple(u for i in endpoint.replicas if (u := self.replicas[i].base_url) is not None)
-                remote = with_key and any(replicas[i].requires_api_key for i in endpoint.replicas)
-                key_env = SERVER_API_KEY_ENV if remote else None
+                keyed = with_key and any(replicas[i].requires_api_key for i in endpoint.replicas)
+                key_env = SERVER_API_KEY_ENV if keyed else None
             else:
                 urls, key_env = ((endpoint.endpoint,) if endpoint.endpoint else ()), endpoint.api_key_env
             aliases[endpoint.alias] = AliasEndpoints(
@@ -383,8 +385,9 @@ class Supervisor:
         self.heartbeat.set_phase("client_running")
         values = {"shard": str(self.task.shard), "attempt": str(self.task.attempt)}
         argv = bind_argv(self.plan.allocation.client.argv, values)
+        client = self.plan.allocation.client
         env = {
-            **self.environ,
+            **passed_to(self.environ, self.plan.submission.environment, client.pass_environment),
             ENV_ATTEMPT_DIR: str(self.attempt_dir),
             ENV_ENDPOINTS: str(self.attempt_dir / ENDPOINTS_RECORD),
             # The host's order of sampler draws follows set iteration order: a fixed hash seed keeps a

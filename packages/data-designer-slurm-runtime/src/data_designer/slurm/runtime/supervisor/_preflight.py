@@ -253,8 +253,8 @@ def _message(check: EndpointCheck) -> str:
     alias = check.alias
     if check.outcome == "key_missing":
         return (
-            f"{where}: {check.detail}; fix: list {check.api_key_env} under the profile's 'environment' and set it "
-            "where you submit"
+            f"{where}: {check.detail}; fix: set {check.api_key_env} (not empty) in the shell that runs 'execute': "
+            "the job receives it by name"
         )
     if check.outcome == "key_rejected":
         fix = (

@@ -18,7 +18,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -95,9 +95,16 @@ def bind_host(replica: ReplicaPlan) -> str:
     return LOOPBACK if replica.bind == "loopback" else ALL_INTERFACES
 
 
-def step_environment(replica: ReplicaPlan, environ: Mapping[str, str]) -> dict[str, str]:
-    """The step's environment: the supervisor's, the plan's variables, and GPU positions when Slurm has no GRES."""
-    env = {**environ, **replica.environment}
+def passed_to(environ: Mapping[str, str], named: Collection[str], wanted: Collection[str]) -> dict[str, str]:
+    """``environ`` without the job's named variables (``named``, the plan's submission environment) that a step
+    does not name (``wanted``): a deployment's token never reaches another deployment or the client."""
+    return {k: v for k, v in environ.items() if k not in named or k in wanted}
+
+
+def step_environment(replica: ReplicaPlan, environ: Mapping[str, str], named: Collection[str] = ()) -> dict[str, str]:
+    """The step's environment: the supervisor's (less the named variables the replica does not name), the plan's
+    variables, and GPU positions when Slurm has no GRES."""
+    env = {**passed_to(environ, named, replica.pass_environment), **replica.environment}
     if replica.gpus_per_node and not job_has_gpus(environ) and replica.gpu_indices is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in replica.gpu_indices)
     return env

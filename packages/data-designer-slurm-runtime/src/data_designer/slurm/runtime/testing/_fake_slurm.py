@@ -11,7 +11,7 @@ so the adapter and its parsers run unchanged against it. Failures are injectable
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -68,6 +68,8 @@ class FakeSlurm(FakeCluster):
         self.cluster_reply = cluster_reply
         self.accounts = tuple(accounts)
         self.calls: list[tuple[str, ...]] = []
+        self.environments: list[tuple[str, ...]] = []
+        """Per call, the names (never the values) of the variables the caller added."""
         self._failures: dict[str, _Failure] = {}
         self._lost_replies = 0
 
@@ -109,9 +111,17 @@ class FakeSlurm(FakeCluster):
 
     # -- the CommandRunner protocol ---------------------------------------------------------------
 
-    def run(self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        stdin: str | None = None,
+        environment: Mapping[str, str] | None = None,
+    ) -> CommandResult:
         args = tuple(argv)
         self.calls.append(args)
+        self.environments.append(tuple(sorted(environment or {})))
         name = Path(args[0]).name if args else ""
         if name not in SLURM_COMMANDS:
             return CommandResult(args, None, "", f"{name!r}: not found", 0.0, not_found=True)

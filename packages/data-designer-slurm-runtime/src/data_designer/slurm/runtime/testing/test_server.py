@@ -58,6 +58,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-tokens", type=int, default=16, help="words in a full text answer (at least 2)")
     parser.add_argument("--api-key-env", default=None, metavar="NAME", help="require 'Bearer $NAME' on /v1/*")
+    parser.add_argument(
+        "--require-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="refuse to start (exit 2) unless NAME is set and not empty, like a gated model without HF_TOKEN",
+    )
     parser.add_argument("--request-log", type=Path, default=None, help="append one JSON line per request")
     parser.add_argument("--ignore-sigterm", action="store_true", help="ignore SIGTERM (to test KILL escalation)")
     return parser
@@ -69,6 +76,9 @@ def _config(args: argparse.Namespace) -> StubServerConfig:
         api_key = os.environ.get(args.api_key_env) or None
         if api_key is None:
             raise ValueError(f"--api-key-env {args.api_key_env!r} names an unset or empty variable")
+    for name in args.require_env:
+        if not os.environ.get(name):
+            raise ValueError(f"--require-env {name!r}: the variable is unset or empty")
     crash_after = args.crash_after
     if crash_after is not None and args.crash_claim is not None and not _claim(args.crash_claim):
         crash_after = None  # another replica claimed the crash

@@ -155,7 +155,10 @@ class Session:
         if clashes:
             raise ConfigRejected(f"column names {clashes} are reserved for provenance; rename them")
         deployed = {alias: e.base_urls for alias, e in inputs.endpoints.items() if e.kind == "deployed"}
-        self.routers = routers = start_routers(deployed)
+        keys = {
+            alias: os.environ.get(e.api_key_env) if e.api_key_env else None for alias, e in inputs.endpoints.items()
+        }
+        self.routers = routers = start_routers(deployed, keys)
         self.drain.watch(list(routers.values()), unwatched=len(routers) < len(inputs.endpoints))
         try:
             routed = {alias: router.base_url for alias, router in routers.items()}

@@ -14,12 +14,17 @@ routed here because nothing was answered. Upstreams marked dead are tried last, 
 came back is found again. A request that no upstream answers gets ``502`` with an OpenAI-shaped
 error. A status the upstream sent (even a 5xx) is its answer and is passed through.
 
+A router given the per-attempt key (``api_key``) answers ``401`` to a request without ``Authorization: Bearer
+<key>``, before anything is sent upstream: other users of a shared node cannot use it (nor a ``command`` server
+that checks no key through it).
+
 For the worker's drain, :meth:`Router.hold` stops admitting requests (a new one waits unanswered and is
 never sent) while admitted ones run to their end; :attr:`Router.outstanding` counts those.
 """
 
 from __future__ import annotations
 
+import hmac
 import http.client
 import json
 import threading
@@ -38,6 +43,9 @@ _DROPPED = frozenset(
 
 
 MAX_FAILOVER_TIMES = 100
+_UNAUTHORIZED_BODY = json.dumps(
+    {"error": {"message": "missing or wrong bearer token", "type": "authentication_error", "code": "invalid_api_key"}}
+).encode()
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,9 @@ class _Answer:
     body: bytes
 
 
+_UNAUTHORIZED = _Answer(401, "Unauthorized", [("Content-Type", "application/json")], _UNAUTHORIZED_BODY)
+
+
 class _Upstream:
     def __init__(self, base_url: str) -> None:
         parts = urllib.parse.urlsplit(base_url)
@@ -84,12 +95,14 @@ class _Upstream:
         self.dead_until = 0.0
 
 
-def start_routers(base_urls: Mapping[str, Sequence[str]]) -> dict[str, Router]:
-    """A started router for every key (one base URL or several)."""
+def start_routers(
+    base_urls: Mapping[str, Sequence[str]], api_keys: Mapping[str, str | None] | None = None
+) -> dict[str, Router]:
+    """A started router for every key (one base URL or several), requiring ``api_keys[key]`` when one is given."""
     routers: dict[str, Router] = {}
     try:
         for key, urls in base_urls.items():
-            routers[key] = Router(tuple(urls)).start()
+            routers[key] = Router(tuple(urls), api_key=(api_keys or {}).get(key)).start()
     except BaseException:
         for router in routers.values():
             router.close()
@@ -100,9 +113,17 @@ def start_routers(base_urls: Mapping[str, Sequence[str]]) -> dict[str, Router]:
 class Router:
     """A threaded reverse proxy on ``127.0.0.1``; :meth:`start` it, :meth:`close` it (or use ``with``)."""
 
-    def __init__(self, base_urls: Sequence[str], *, cooldown_s: float = 5.0, timeout_s: float = 600.0):
+    def __init__(
+        self,
+        base_urls: Sequence[str],
+        *,
+        cooldown_s: float = 5.0,
+        timeout_s: float = 600.0,
+        api_key: str | None = None,
+    ):
         if not base_urls:
             raise ValueError("a router needs at least one upstream base URL")
+        self._authorization = None if api_key is None else f"Bearer {api_key}".encode()
         self._upstreams = [_Upstream(url) for url in base_urls]
         self._cooldown_s = cooldown_s
         self._timeout_s = timeout_s
@@ -122,6 +143,11 @@ class Router:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def authorized(self, authorization: str) -> bool:
+        """Whether a request with this ``Authorization`` header may pass (always, when the router has no key)."""
+        expected = self._authorization
+        return expected is None or hmac.compare_digest(authorization.encode(), expected)
 
     def start(self) -> Router:
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="ddslurm-router")
@@ -299,6 +325,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(_Answer(411, "Length Required", [], b""), close=True)
             return
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if not self.server.router.authorized(self.headers.get("Authorization", "")):
+            self._reply(_UNAUTHORIZED, close=False)
+            return
         headers = [(name, value) for name, value in self.headers.items() if name.lower() not in _DROPPED]
         self._reply(self.server.router.forward(self.command, self.path, headers, body), close=False)
 
