@@ -27,6 +27,10 @@ HOSTILE = "$(touch PWNED1) `touch PWNED2` 'single' \"double\" ; touch PWNED3 & |
 """In a command argv template ``{{x}}`` is an escaped literal ``{x}``; everywhere else it is delivered as written."""
 
 
+URL_HOSTILE = "$(touch:PWNED5);x='1'&y=*~+,!"
+"""The shell metacharacters a URL path may hold (health paths and endpoints are URLs, not free text)."""
+
+
 def hostile(tag: str) -> str:
     return f"{tag} {HOSTILE}"
 
@@ -103,10 +107,10 @@ def _run_document() -> dict[str, Any]:
                 "argv": [hostile("argv0"), "--listen={host}:{port}", hostile("argv2"), "{model}"],
                 "model": hostile("command-model"),
                 "gpus_per_replica": 0,
-                "health_path": "/" + hostile("health"),
+                "health_path": "/health/" + URL_HOSTILE,
             },
         },
-        "external": {"remote": {"endpoint": "https://" + hostile("endpoint"), "model": hostile("external-model")}},
+        "external": {"remote": {"endpoint": "https://h.example/" + URL_HOSTILE, "model": hostile("external-model")}},
         "client": {"image": "/images/" + hostile("client-image"), "cpus": 1},
         "submission": {
             "partition": hostile("partition"),
@@ -184,13 +188,13 @@ def test_hostile_strings_reach_every_argv_byte_for_byte_and_run_nothing(tmp_path
     assert calls[0]["hf_home"] == "/hf/" + hostile("hf-home")
 
     replicas = plan.allocation.replicas
-    assert replicas[1].health_path == "/" + hostile("health")
+    assert replicas[1].health_path == "/health/" + URL_HOSTILE
     assert replicas[0].image is not None
     assert replicas[0].image.path == "/images/" + hostile("image")
     assert plan.allocation.client.image is not None
     assert plan.allocation.client.image.path == "/images/" + hostile("client-image")
     remote = plan.allocation.client.endpoints[2]
-    assert (remote.endpoint, remote.model) == ("https://" + hostile("endpoint"), hostile("external-model"))
+    assert (remote.endpoint, remote.model) == ("https://h.example/" + URL_HOSTILE, hostile("external-model"))
 
 
 @pytest.mark.parametrize("bad", ["a\nb", "a\x00b", "a\rb", "a\x1bb"])

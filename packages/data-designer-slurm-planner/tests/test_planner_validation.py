@@ -115,8 +115,8 @@ def test_union_alternatives_are_merged_into_one_problem() -> None:
 @pytest.mark.parametrize(
     ("text", "code", "key_path"),
     [
-        ("- 1\n", "model_type", None),
-        ("5\n", "model_type", None),
+        ("- 1\n", "not_a_document", None),
+        ("5\n", "not_a_document", None),
         ("schema_version: 2\nclusters: {a: {}}\n", "literal_error", "schema_version"),
         ("schema_version: 1\nclusters: []\n", "dict_type", "clusters"),
         ("schema_version: 1\nclusters: {}\n", "too_short", "clusters"),

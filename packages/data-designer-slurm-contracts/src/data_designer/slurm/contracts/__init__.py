@@ -115,6 +115,7 @@ from data_designer.slurm.contracts._profile import (
     WorkspaceSharing,
 )
 from data_designer.slurm.contracts._profile_results import ClusterSummary, ProfileInitResult, ProfileValidation
+from data_designer.slurm.contracts._redact import EXCERPT_LIMIT, excerpt, looks_like_token, looks_secret, redact
 from data_designer.slurm.contracts._run import (
     COMMAND_PLACEHOLDERS,
     RUN_SCHEMA_VERSION,
@@ -167,6 +168,7 @@ from data_designer.slurm.contracts._types import (
     find_control_character,
     hint_of,
 )
+from data_designer.slurm.contracts._urls import ENDPOINT_SCHEMES, HttpEndpoint, UrlPath
 from data_designer.slurm.contracts._version import __version__
 
 __all__ = [
@@ -175,7 +177,9 @@ __all__ = [
     "BENCHMARK_SCHEMA_VERSION",
     "COMMAND_PLACEHOLDERS",
     "DRY_RUN_ID",
+    "ENDPOINT_SCHEMES",
     "ENV_VAR_NAME_PATTERN",
+    "EXCERPT_LIMIT",
     "EXIT_CODE_BY_CATEGORY",
     "FROZEN",
     "MAX_ALLOCATION_GPUS",
@@ -246,6 +250,7 @@ __all__ = [
     "FindingSeverity",
     "FixedRecords",
     "GpuRequestStyle",
+    "HttpEndpoint",
     "HuggingFaceCache",
     "ImageAxis",
     "ImagePlan",
@@ -307,13 +312,18 @@ __all__ = [
     "ToolAliasUse",
     "UnavailableError",
     "Unresolved",
+    "UrlPath",
     "VllmDeployment",
     "WaitResult",
     "WorkspaceSharing",
     "__version__",
     "describe_bytes",
+    "excerpt",
     "find_control_character",
     "format_time_limit",
     "hint_of",
+    "looks_like_token",
+    "looks_secret",
     "parse_time_limit",
+    "redact",
 ]

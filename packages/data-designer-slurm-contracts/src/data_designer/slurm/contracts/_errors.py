@@ -13,14 +13,18 @@ Tree::
 
 Each error carries an :class:`ErrorInfo` value (code, operation, file, key path, line, hint and
 the list of problems) so that the CLI can render one line per problem, or a JSON object, and
-services can return or inspect it without parsing messages.
+services can return or inspect it without parsing messages. Messages, hints and key paths pass
+through :func:`~data_designer.slurm.contracts._redact.redact` when an error or problem is built,
+so a secret-shaped string never reaches a terminal, a log or ``--json`` (see ``_redact.py``).
 """
 
 from __future__ import annotations
 
 from enum import IntEnum, StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from data_designer.slurm.contracts._redact import redact
 
 
 class ErrorCategory(StrEnum):
@@ -59,6 +63,11 @@ EXIT_CODE_BY_CATEGORY: dict[ErrorCategory, ExitCode] = {
 }
 
 
+def safe_text(text: str) -> str:
+    """``text`` as an error may show it: secrets redacted, lone surrogates escaped (so it always encodes as UTF-8)."""
+    return redact(text).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class Problem(BaseModel):
     """One thing wrong with an input: where it is and how to fix it."""
 
@@ -72,6 +81,11 @@ class Problem(BaseModel):
         default=None, description="Dotted path of the offending key, e.g. 'clusters.a.account'."
     )
     hint: str | None = Field(default=None, description="How to fix it.")
+
+    @field_validator("message", "key_path", "hint")
+    @classmethod
+    def _redacted(cls, value: str | None) -> str | None:
+        return None if value is None else safe_text(value)
 
     def render(self) -> str:
         """One human line: ``file:line: key: message (fix: hint)``."""
@@ -99,6 +113,11 @@ class ErrorInfo(BaseModel):
     line: int | None = None
     hint: str | None = None
     problems: tuple[Problem, ...] = ()
+
+    @field_validator("message", "key_path", "hint")
+    @classmethod
+    def _redacted(cls, value: str | None) -> str | None:
+        return None if value is None else safe_text(value)
 
     def render_lines(self) -> list[str]:
         """Human lines: one per problem, or one for the error itself."""
@@ -134,6 +153,7 @@ class SlurmExtensionError(Exception):
         hint: str | None = None,
         problems: tuple[Problem, ...] | list[Problem] = (),
     ) -> None:
+        message = safe_text(message)
         super().__init__(message)
         self.info = ErrorInfo(
             category=self.category,

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, Field, PositiveInt, model_validator
 from pydantic_core import PydanticCustomError
 
+from data_designer.slurm.contracts._redact import excerpt
 from data_designer.slurm.contracts._sbatch_option import SbatchOption
 from data_designer.slurm.contracts._time_limit import TimeLimit
 from data_designer.slurm.contracts._types import FROZEN, AbsolutePath, EnvVarName, Name, PrintableText
@@ -30,7 +31,7 @@ def _exact_int(value: object) -> object:
     # Literal[1] alone accepts True and 1.0: they compare and hash equal to 1.
     if isinstance(value, bool | float):
         raise PydanticCustomError(
-            "int_type", "input should be a whole number, not {value}", {"value": repr(value), "hint": "write 1"}
+            "int_type", "input should be a whole number, not {value}", {"value": excerpt(value), "hint": "write 1"}
         )
     return value
 

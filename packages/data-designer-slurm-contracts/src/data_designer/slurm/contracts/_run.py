@@ -14,20 +14,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import AfterValidator, BaseModel, Field, NonNegativeInt, PositiveInt, model_validator
 from pydantic_core import PydanticCustomError
 
 from data_designer.slurm.contracts._sbatch_option import SbatchOption
 from data_designer.slurm.contracts._time_limit import TimeLimit
-from data_designer.slurm.contracts._types import FROZEN, AbsolutePath, EnvVarName, Name, PrintableText
+from data_designer.slurm.contracts._types import FROZEN, AbsolutePath, EnvVarName, Name, PrintableText, printable
+from data_designer.slurm.contracts._urls import HttpEndpoint, UrlPath
 
 RUN_SCHEMA_VERSION = 1
 
 COMMAND_PLACEHOLDERS = ("host", "port", "model", "gpus", "served_name", "api_key_env")
 """Placeholders an argv template may use, written ``{host}``; ``{{`` and ``}}`` are literal braces."""
 
-EngineArgValue = Annotated[str, Field(min_length=0)] | int | float | bool | None
-"""One engine argument value: a string (JSON text stays one argv element), a number, or a boolean switch."""
+EngineArgValue = Annotated[str, AfterValidator(printable)] | int | float | bool | None
+"""One engine argument value: a string (JSON text stays one argv element; printable, may be empty), a number, or a
+boolean switch."""
 
 
 class DataDesignerSource(BaseModel):
@@ -96,7 +98,7 @@ class CommandDeployment(BaseModel):
     gpus_per_replica: NonNegativeInt = 1
     cpus_per_replica: PositiveInt = 1
     replicas: PositiveInt = 1
-    health_path: PrintableText = "/health"
+    health_path: UrlPath = Field(default="/health", description="Absolute URL path polled on the replica's port.")
     image: PrintableText | None = None
     startup_timeout_s: PositiveInt = 600
     environment: tuple[EnvVarName, ...] = Field(default=(), strict=False)
@@ -110,7 +112,9 @@ class ExternalEndpoint(BaseModel):
 
     model_config = FROZEN
 
-    endpoint: PrintableText = Field(description="Base URL, e.g. https://integrate.api.nvidia.com/v1.")
+    endpoint: HttpEndpoint = Field(
+        description="http(s) base URL without user information, e.g. https://integrate.api.nvidia.com/v1."
+    )
     api_key_env: EnvVarName | None = Field(default=None, description="Name of the variable holding the API key.")
     model: PrintableText | None = Field(default=None, description="Model name at the endpoint (default: the config's).")
 

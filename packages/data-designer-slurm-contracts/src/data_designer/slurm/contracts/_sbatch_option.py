@@ -12,6 +12,7 @@ from typing import Annotated
 from pydantic import AfterValidator
 from pydantic_core import PydanticCustomError
 
+from data_designer.slurm.contracts._redact import excerpt
 from data_designer.slurm.contracts._types import find_control_character
 
 
@@ -21,7 +22,7 @@ def _sbatch_option(value: str) -> str:
         raise PydanticCustomError(
             "control_character",
             "sbatch option {value} contains the control character {char}",
-            {"value": repr(value), "char": repr(bad), "hint": "remove newlines, NUL and other control characters"},
+            {"value": excerpt(value), "char": repr(bad), "hint": "remove newlines, NUL and other control characters"},
         )
     return value
 

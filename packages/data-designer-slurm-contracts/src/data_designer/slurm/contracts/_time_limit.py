@@ -8,6 +8,8 @@ from typing import Annotated
 from pydantic import AfterValidator
 from pydantic_core import PydanticCustomError
 
+from data_designer.slurm.contracts._redact import excerpt
+
 _FORMS = (
     re.compile(r"^(?P<m>\d+)$"),
     re.compile(r"^(?P<m>\d+):(?P<s>\d+)$"),
@@ -44,7 +46,7 @@ def _time_limit(value: str) -> str:
             "time_limit",
             "{value} is not a positive Slurm time limit",
             {
-                "value": repr(value),
+                "value": excerpt(value),
                 "hint": "write minutes, 'HH:MM:SS' or 'D-HH:MM:SS' as a quoted string, e.g. '04:00:00'",
             },
         )

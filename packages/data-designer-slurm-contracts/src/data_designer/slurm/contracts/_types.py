@@ -12,6 +12,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, ConfigDict, StringConstraints
 from pydantic_core import PydanticCustomError
 
+from data_designer.slurm.contracts._redact import excerpt
+
 FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False, defer_build=True)
 """Model configuration for every contract: immutable, no unknown keys, no coercion, no NaN/Inf.
 
@@ -30,7 +32,8 @@ def find_control_character(value: str) -> str | None:
     return match.group(0) if match else None
 
 
-def _printable(value: str) -> str:
+def printable(value: str) -> str:
+    """``value`` when it holds no control character; else a ``control_character`` error (an ``AfterValidator``)."""
     bad = find_control_character(value)
     if bad is not None:
         raise PydanticCustomError(
@@ -46,12 +49,12 @@ def _printable(value: str) -> str:
 
 
 def _absolute_path(value: str) -> str:
-    _printable(value)
+    printable(value)
     if not value.startswith("/"):
         raise PydanticCustomError(
             "relative_path",
             "path {value} is relative",
-            {"value": repr(value), "hint": "use an absolute path (starting with '/') on the shared filesystem"},
+            {"value": excerpt(value), "hint": "use an absolute path (starting with '/') on the shared filesystem"},
         )
     return value
 
@@ -62,7 +65,7 @@ def _env_var_name(value: str) -> str:
             "env_var_name",
             "{value} is not an environment-variable name",
             {
-                "value": repr(value),
+                "value": excerpt(value),
                 "hint": "write the NAME of an environment variable matching ^[A-Z_][A-Z0-9_]*$, never its value",
             },
         )
@@ -75,14 +78,14 @@ def _name(value: str) -> str:
             "invalid_name",
             "{value} is not a valid name",
             {
-                "value": repr(value),
+                "value": excerpt(value),
                 "hint": "use 1-64 characters of lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit",
             },
         )
     return value
 
 
-PrintableText = Annotated[str, StringConstraints(min_length=1), AfterValidator(_printable)]
+PrintableText = Annotated[str, StringConstraints(min_length=1), AfterValidator(printable)]
 """Non-empty text without control characters; may hold any printable character (no shell ever parses it)."""
 
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from data_designer.slurm.contracts import (
-    ENV_VAR_NAME_PATTERN,
     ColumnSummary,
     ConfigFinding,
     ConfigFindingCode,
@@ -34,10 +33,11 @@ from data_designer.slurm.contracts import (
     SeedDatasetSummary,
     SeedSelection,
     ToolAliasUse,
+    excerpt,
 )
 from data_designer.slurm.planner._digest import NotCanonicalError, sha256_digest
 from data_designer.slurm.planner._document import Document, KeyPath, format_key_path
-from data_designer.slurm.planner._secrets import looks_like_token
+from data_designer.slurm.planner._secrets import find_secret_literals
 
 BUILTIN_COLUMN_TYPES = frozenset(
     {
@@ -64,7 +64,6 @@ FILESYSTEM_SEED_TYPES = frozenset({"local", "directory", "file_contents", "agent
 
 _PLUGIN_ALIAS_KEY = re.compile(r"(?:.+_)?model_alias")
 _PLUGIN_ALIASES_KEY = re.compile(r"(?:.+_)?model_aliases")
-_ENV_NAME = re.compile(ENV_VAR_NAME_PATTERN)
 _OPERATION = "read_dd_config"
 _STRATEGIES: dict[str, SamplingStrategy] = {"ordered": "ordered", "shuffle": "shuffle"}
 
@@ -157,7 +156,7 @@ class _Reader:
             return None
         if not isinstance(value, kind):
             what = {str: "a string", list: "a list", dict: "a mapping", bool: "true or false"}.get(kind, kind.__name__)
-            self.problem("wrong_type", f"{key!r} must be {what}, got {_short(value)}", (*path, key), f"write {what}")
+            self.problem("wrong_type", f"{key!r} must be {what}, got {excerpt(value)}", (*path, key), f"write {what}")
             return None
         return value
 
@@ -190,7 +189,7 @@ class _Reader:
         else:
             self.problem("not_a_dd_config", "neither 'data_designer' nor 'columns' is at the top level", (), hint)
             return None
-        self.find_tokens(data, ())
+        self.find_secrets()
         if root is None:
             return None
         model_configs_given = self.read_model_configs(root, prefix)
@@ -229,20 +228,9 @@ class _Reader:
             findings=tuple(sorted(self.findings, key=lambda f: (f.line or 0, f.key_path or "", f.code))),
         )
 
-    def find_tokens(self, value: Any, path: KeyPath) -> None:
-        if isinstance(value, dict):
-            for key, child in value.items():
-                self.find_tokens(child, (*path, key))
-        elif isinstance(value, list):
-            for index, child in enumerate(value):
-                self.find_tokens(child, (*path, index))
-        elif isinstance(value, str) and looks_like_token(value):
-            self.problem(
-                "secret_literal",
-                "value looks like an API token",
-                path,
-                "remove the token; name the environment variable that holds it",
-            )
+    def find_secrets(self) -> None:
+        """Secret literals anywhere: under secret-like keys (``api_key``, ``Authorization``...) or token-shaped."""
+        self.problems.extend(find_secret_literals(self.document))
 
     def read_model_configs(self, root: dict[str, Any], prefix: KeyPath) -> bool:
         given = False
@@ -256,7 +244,7 @@ class _Reader:
                 continue
             if alias in self.aliases:
                 self.problem(
-                    "duplicate_alias", f"model alias {alias!r} is defined twice", (*path, "alias"), "rename one"
+                    "duplicate_alias", f"model alias {excerpt(alias)} is defined twice", (*path, "alias"), "rename one"
                 )
                 continue
             self.aliases[alias] = _Alias(
@@ -277,7 +265,10 @@ class _Reader:
                 continue
             if alias in self.tools:
                 self.problem(
-                    "duplicate_alias", f"tool alias {alias!r} is defined twice", (*path, "tool_alias"), "rename one"
+                    "duplicate_alias",
+                    f"tool alias {excerpt(alias)} is defined twice",
+                    (*path, "tool_alias"),
+                    "rename one",
                 )
                 continue
             names = tuple(p for p in providers if isinstance(p, str))
@@ -294,7 +285,9 @@ class _Reader:
             if name is None or column_type is None:
                 continue
             if name in seen:
-                self.problem("duplicate_column", f"column {name!r} is defined twice", (*path, "name"), "rename one")
+                self.problem(
+                    "duplicate_column", f"column {excerpt(name)} is defined twice", (*path, "name"), "rename one"
+                )
                 continue
             seen.add(name)
             builtin = column_type in BUILTIN_COLUMN_TYPES
@@ -340,14 +333,16 @@ class _Reader:
                     if isinstance(item, str):
                         found.append(item)
                     else:
-                        self.problem("wrong_type", f"{key!r} lists {item!r}", (*path, key, index), "list alias names")
+                        self.problem(
+                            "wrong_type", f"{key!r} lists {excerpt(item)}", (*path, key, index), "list alias names"
+                        )
         return tuple(dict.fromkeys(found))
 
     def column_findings(self, name: str, column_type: str, path: KeyPath) -> None:
         if column_type == "custom":
             self.finding(
                 "custom_column",
-                f"custom column {name!r} is written by its function's name only; "
+                f"custom column {excerpt(name)} is written by its function's name only; "
                 "the runtime cannot rebuild the generator from the config file",
                 (*path, "column_type"),
                 error=True,
@@ -358,7 +353,7 @@ class _Reader:
         elif column_type not in BUILTIN_COLUMN_TYPES:
             self.finding(
                 "plugin_column",
-                f"column {name!r} has the plugin type {column_type!r}: its aliases were read from keys named "
+                f"column {excerpt(name)} has the plugin type {excerpt(column_type)}: its aliases were read from keys named "
                 "*model_alias(es), and whether it depends on row order is unknown here",
                 (*path, "column_type"),
                 error=False,
@@ -391,7 +386,7 @@ class _Reader:
             if processor_type not in BUILTIN_PROCESSOR_TYPES:
                 self.finding(
                     "plugin_processor",
-                    f"processor type {processor_type!r} comes from a plugin: if it works on the whole dataset "
+                    f"processor type {excerpt(processor_type)} comes from a plugin: if it works on the whole dataset "
                     "(process_after_generation), each shard runs it on its own rows only",
                     (*path, "processor_type"),
                     error=False,
@@ -411,7 +406,7 @@ class _Reader:
         if strategy is None:
             self.problem(
                 "invalid_value",
-                f"sampling_strategy {raw_strategy!r} is neither 'ordered' nor 'shuffle'",
+                f"sampling_strategy {excerpt(raw_strategy)} is neither 'ordered' nor 'shuffle'",
                 (*path, "sampling_strategy"),
                 "write 'ordered' or 'shuffle'",
             )
@@ -427,14 +422,6 @@ class _Reader:
         source_path = (*path, "source")
         seed_type = self.typed(source, "seed_type", str, source_path, required=True)
         location = self.typed(source, "path", str, source_path, required=False)
-        token = source.get("token")
-        if isinstance(token, str) and not _ENV_NAME.fullmatch(token):
-            self.problem(
-                "secret_literal",
-                "'token' holds a literal value; secrets are never written into configuration",
-                (*source_path, "token"),
-                "write the NAME of the environment variable that holds the token",
-            )
         if seed_type is None:
             return None
         self.seed_findings(strategy, seed_type, location, path)
@@ -471,7 +458,7 @@ class _Reader:
         if seed_type in FILESYSTEM_SEED_TYPES and location is not None and not location.startswith("/"):
             self.finding(
                 "seed_relative_path",
-                f"seed path {location!r} is relative: the host resolves it from the job's working directory "
+                f"seed path {excerpt(location)} is relative: the host resolves it from the job's working directory "
                 "on the compute node, not from the config file",
                 (*path, "source", "path"),
                 error=False,
@@ -492,7 +479,7 @@ class _Reader:
             for alias in undefined:
                 self.finding(
                     "undefined_alias",
-                    f"model alias {alias.alias!r} is used but model_configs does not define it",
+                    f"model alias {excerpt(alias.alias)} is used but model_configs does not define it",
                     alias.first_use,
                     error=True,
                     sharded_only=False,
@@ -532,11 +519,6 @@ class _Reader:
         for alias, columns in self.tool_columns.items():
             if alias not in self.tools:
                 yield ToolAliasUse(alias=alias, defined=False, columns=tuple(columns))
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _generation_type(params: dict[str, Any]) -> str:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import yaml
 
-from data_designer.slurm.contracts import Problem
+from data_designer.slurm.contracts import Problem, excerpt
 
 KeyPath = tuple[str | int, ...]
 DocumentFormat = Literal["yaml", "json"]
@@ -103,9 +103,39 @@ def detect_format(file: str, text: str) -> DocumentFormat:
 def parse_document(text: str, *, file: str, fmt: DocumentFormat | None = None) -> Document:
     """Parse ``text`` strictly; syntax errors and duplicate keys become problems, never exceptions."""
     fmt = fmt or detect_format(file, text)
-    if fmt == "json":
-        return _parse_json(text, file)
-    return _parse_yaml(text, file)
+    document = _parse_json(text, file) if fmt == "json" else _parse_yaml(text, file)
+    surrogates = list(_surrogates(document, document.data, ()))
+    if surrogates:
+        document = replace(document, data=None, problems=(*document.problems, *surrogates))
+    return document
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _surrogates(document: Document, value: Any, path: KeyPath) -> Iterator[Problem]:
+    """Strings holding a lone surrogate (``"\\ud800"``): no UTF-8 text can hold them, so no plan or record could."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if _SURROGATE.search(key):
+                yield _surrogate_problem(document, (*path, key))
+            yield from _surrogates(document, child, (*path, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _surrogates(document, child, (*path, index))
+    elif isinstance(value, str) and _SURROGATE.search(value):
+        yield _surrogate_problem(document, path)
+
+
+def _surrogate_problem(document: Document, path: KeyPath) -> Problem:
+    return Problem(
+        code="unsupported_value",
+        message="the text holds a lone surrogate escape ('\\ud800'-'\\udfff'), which is not a character",
+        file=document.file,
+        line=document.line_of(path),
+        key_path=format_key_path(path) or None,
+        hint="write the character itself, or a valid escape pair for characters beyond U+FFFF",
+    )
 
 
 def _parse_yaml(text: str, file: str) -> Document:
@@ -160,7 +190,7 @@ def _parse_json(text: str, file: str) -> Document:
     problems = list(builder.problems)
     if duplicates and not problems:
         problems = [
-            Problem(code="duplicate_key", message=f"duplicate key {key!r}", file=file, hint="keep only one")
+            Problem(code="duplicate_key", message=f"duplicate key {excerpt(key)}", file=file, hint="keep only one")
             for key in duplicates
         ]
     return Document(file=file, data=data, lines=builder.lines, problems=tuple(problems))
@@ -186,7 +216,8 @@ def _syntax_problem(exc: yaml.YAMLError | RecursionError, file: str, text: str) 
         )
     mark = getattr(exc, "problem_mark", None)
     line = mark.line + 1 if mark is not None else None
-    what = getattr(exc, "problem", None) or str(exc)
+    # str(exc) quotes the offending lines of the file: show PyYAML's one-line problem, or only the error's kind.
+    what = getattr(exc, "problem", None) or type(exc).__name__
     return Problem(
         code="syntax_error", message=f"invalid YAML: {what}", file=file, line=line, hint="fix the YAML syntax"
     )
@@ -223,7 +254,7 @@ class _Builder:
             self.problems.append(
                 Problem(
                     code="unsupported_value",
-                    message=f"YAML tag {node.tag!r} is not supported",
+                    message=f"YAML tag {excerpt(node.tag)} is not supported",
                     file=self.file,
                     line=node.start_mark.line + 1,
                     key_path=format_key_path(path) or None,
@@ -272,7 +303,7 @@ class _Builder:
                 self.problems.append(
                     Problem(
                         code="duplicate_key",
-                        message=f"duplicate key {key!r} (first on line {self.lines.get(child)})",
+                        message=f"duplicate key {excerpt(key)} (first on line {self.lines.get(child)})",
                         file=self.file,
                         line=key_node.start_mark.line + 1,
                         key_path=format_key_path(child),
@@ -291,7 +322,7 @@ class _Builder:
             self.problems.append(
                 Problem(
                     code="unsupported_value",
-                    message=f"cannot read {node.value!r}: {getattr(exc, 'problem', None) or exc}",
+                    message=f"cannot read {excerpt(node.value)}: {excerpt(str(getattr(exc, 'problem', None) or exc), 80)}",
                     file=self.file,
                     line=node.start_mark.line + 1,
                     key_path=format_key_path(path) or None,
@@ -303,7 +334,7 @@ class _Builder:
             self.problems.append(
                 Problem(
                     code="non_finite_number",
-                    message=f"{node.value!r} is not a finite number",
+                    message=f"{excerpt(node.value)} is not a finite number",
                     file=self.file,
                     line=node.start_mark.line + 1,
                     key_path=format_key_path(path) or None,

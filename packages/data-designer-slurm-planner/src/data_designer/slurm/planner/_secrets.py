@@ -6,25 +6,39 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from data_designer.slurm.contracts import ENV_VAR_NAME_PATTERN, Problem
+from data_designer.slurm.contracts import ENV_VAR_NAME_PATTERN, Problem, looks_like_token
 from data_designer.slurm.planner._document import Document, KeyPath, format_key_path
 
-SECRET_KEY_WORDS = frozenset({"token", "password", "passwd", "secret", "credential", "credentials", "key", "apikey"})
-"""A key whose name contains one of these words (split on ``_``/``-``/``.``) may only hold an env-var name."""
+SECRET_KEY_WORDS = frozenset(
+    {
+        "token",
+        "password",
+        "passwd",
+        "passphrase",
+        "secret",
+        "credential",
+        "credentials",
+        "key",
+        "apikey",
+        "authorization",
+        "bearer",
+        "cookie",
+    }
+)
+"""A key whose name contains one of these words may only hold an env-var name.
 
-_TOKEN_SHAPE = re.compile(r"(?<![A-Za-z0-9])(?:sk-|nvapi-|ghp_|hf_)[A-Za-z0-9_-]{16,}")
+Words are split on anything but letters and digits (``api_key``, ``x-api-key``, ``db.secret``) and at camelCase
+humps (``hfToken``, ``clientSecret``, ``APIKey``), so ``keyboard``, ``tokens`` and ``secretary`` stay harmless."""
+
 _ENV_NAME = re.compile(ENV_VAR_NAME_PATTERN)
 _WORD_SPLIT = re.compile(r"[^a-z0-9]+")
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
 def is_secret_like_key(key: str) -> bool:
-    """Whether ``key`` names something secret (``api_key``, ``hf-token``, ``password``...)."""
-    return bool(SECRET_KEY_WORDS.intersection(_WORD_SPLIT.split(key.lower())))
-
-
-def looks_like_token(value: str) -> bool:
-    """Whether ``value`` contains something shaped like a known API token (``sk-``, ``nvapi-``, ``ghp_``, ``hf_``)."""
-    return _TOKEN_SHAPE.search(value) is not None
+    """Whether ``key`` names something secret (``api_key``, ``hf-token``, ``hfToken``, ``password``...)."""
+    words = _WORD_SPLIT.split(_CAMEL_HUMP.sub("_", key).lower())
+    return bool(SECRET_KEY_WORDS.intersection(words))
 
 
 def find_secret_literals(document: Document) -> list[Problem]:
@@ -54,7 +68,7 @@ def _walk(document: Document, value: Any, path: KeyPath) -> Iterator[Problem]:
     elif isinstance(value, str) and looks_like_token(value):
         yield Problem(
             code="secret_literal",
-            message="value looks like an API token",
+            message="value looks like a secret (an API token, or a URL with a password)",
             file=document.file,
             line=document.line_of(path),
             key_path=format_key_path(path) or None,

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from data_designer.slurm.contracts import InvalidInputError, Problem, hint_of
+from data_designer.slurm.contracts import InvalidInputError, Problem, excerpt, hint_of
 from data_designer.slurm.planner._document import Document, KeyPath, format_key_path
 from data_designer.slurm.planner._secrets import find_secret_literals
 
@@ -33,24 +33,67 @@ _TYPE_HINTS = {
 }
 
 
+_KEY_ONLY_CODES = frozenset({"unknown_key", "missing_key"})
+"""Problems whose messages name only a key, so they are reported even where a secret literal is."""
+_KINDS = {"RunSpec": "run file", "BenchmarkSpec": "benchmark file", "Profile": "cluster profile"}
+
+
+def document_kind(model: type[BaseModel]) -> str:
+    """What a document of ``model`` is called in messages: ``run file``, ``benchmark file``, ``cluster profile``."""
+    return _KINDS.get(model.__name__, model.__name__)
+
+
 def validate_document(model: type[ModelT], document: Document, *, operation: str) -> ModelT:
-    """Validate ``document`` as ``model``; raise one :class:`InvalidInputError` naming every problem."""
+    """Validate ``document`` as ``model``; raise one :class:`InvalidInputError` naming every problem.
+
+    Messages show values only through :func:`~data_designer.slurm.contracts.excerpt`; a file that is not a
+    mapping is named with its kind, never echoed; at a key path holding a secret literal only the secret problem
+    and problems naming just the key (unknown or missing) are reported, so no other message can show the value.
+    """
     problems = list(document.problems)
-    problems.extend(find_secret_literals(document))
+    secrets = find_secret_literals(document)
+    problems.extend(secrets)
     result: ModelT | None = None
     if document.data is None and not document.problems:
         problems.append(
             Problem(code="empty_document", message="the file is empty", file=document.file, hint="write the document")
         )
+    elif document.data is not None and not isinstance(document.data, dict):
+        kind = document_kind(model)
+        problems.append(
+            Problem(
+                code="not_a_document",
+                message=f"the file is not a {kind}: it holds {_article(document.data)}, not a mapping of keys",
+                file=document.file,
+                hint=f"name a {kind} (a YAML or JSON mapping with 'schema_version' at the top)",
+            )
+        )
     elif document.data is not None:
         try:
             result = model.model_validate(document.data)
         except ValidationError as exc:
-            problems.extend(problems_from_validation(exc, document, model))
+            hidden = {p.key_path for p in secrets}
+            problems.extend(
+                p
+                for p in problems_from_validation(exc, document, model)
+                if p.code in _KEY_ONLY_CODES or not _under(p.key_path, hidden)
+            )
     if problems or result is None:
         ordered = sorted(_dedupe(problems), key=lambda p: (p.line or 0, p.key_path or ""))
         raise InvalidInputError.from_problems(ordered, operation=operation, file=document.file)
     return result
+
+
+def _article(data: object) -> str:
+    names = {str: "a string", list: "a list", bool: "a boolean", int: "a number", float: "a number"}
+    return names.get(type(data), "a value")
+
+
+def _under(key_path: str | None, hidden: set[str | None]) -> bool:
+    """Whether ``key_path`` is one of ``hidden`` or lies inside one."""
+    if key_path in hidden:
+        return True
+    return key_path is not None and any(h is not None and key_path.startswith((f"{h}.", f"{h}[")) for h in hidden)
 
 
 def problems_from_validation(exc: ValidationError, document: Document, model: type[BaseModel]) -> list[Problem]:
@@ -76,7 +119,7 @@ def _problem(path: KeyPath, errors: list[dict[str, Any]], document: Document, mo
             hint += f"; keys allowed here: {', '.join(allowed)}"
         return Problem(
             code="unknown_key",
-            message=f"unknown key {path[-1]!r}",
+            message=f"unknown key {excerpt(path[-1])}",
             file=document.file,
             line=document.line_of(path),
             key_path=key,
@@ -97,7 +140,7 @@ def _problem(path: KeyPath, errors: list[dict[str, Any]], document: Document, mo
         chosen["msg"] if len(errors) == 1 or custom else " or ".join(dict.fromkeys(_lower(e["msg"]) for e in errors))
     )
     if not custom and "input" in chosen and not isinstance(chosen["input"], dict | list):
-        message = f"{message} (got {chosen['input']!r})"
+        message = f"{message} (got {excerpt(chosen['input'])})"
     return Problem(
         code=str(chosen["type"]),
         message=_lower(message),
