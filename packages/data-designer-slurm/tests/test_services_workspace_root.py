@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from data_designer.slurm.cli._app import app
-from data_designer.slurm.contracts import ErrorInfo, InvalidInputError
+from data_designer.slurm.contracts import ErrorInfo, InvalidInputError, NotFoundError
 from data_designer.slurm.runtime.testing import FakeSlurm
 from data_designer.slurm.services import execute_run, plan_benchmark, plan_run
 
@@ -107,3 +107,33 @@ def test_the_cli_dry_run_exits_2_naming_the_profile_key(tmp_path: Path) -> None:
     as_json = runner.invoke(app, ["execute", str(run), "--profile", str(profile), "--dry-run", "--json"])
     assert as_json.exit_code == 2
     assert ErrorInfo.model_validate_json(as_json.stderr).key_path == "clusters.lab.workspace_root"
+
+
+SEEDED_RUN = """\
+schema_version: 1
+name: reviews
+data_designer:
+  inline:
+    model_configs: [{{alias: writer, model: m, provider: local}}]
+    seed_config: {{source: {{seed_type: local, path: {seed}}}, sampling_strategy: shuffle}}
+    columns: [{{name: text, column_type: llm-text, model_alias: writer, prompt: "Write."}}]
+records: 10
+sharding: {{shards: 2}}
+deployments:
+  writer: {{engine: vllm, model: /models/llama}}
+"""
+
+
+def test_a_seed_naming_no_files_is_refused_by_dry_run_and_execute_alike(tmp_path: Path) -> None:
+    profile, run = files(tmp_path, str(tmp_path / "ws"))
+    run.write_text(SEEDED_RUN.format(seed=tmp_path / "missing" / "*.csv"), encoding="utf-8")
+    with pytest.raises(NotFoundError) as planned:
+        plan_run(run, profile=profile, environ={})
+    fake = FakeSlurm()
+    with pytest.raises(NotFoundError) as executed:
+        execute_run(run, profile=profile, runner=fake, environ={})
+    assert (planned.value.info.code, planned.value.info.exit_code) == ("file_not_found", 3)
+    assert planned.value.info.key_path == executed.value.info.key_path == "seed_config.source.path"
+    assert planned.value.info.message == executed.value.info.message
+    assert not fake.jobs
+    assert not (tmp_path / "ws").exists()

@@ -16,7 +16,6 @@ adapter finds chunks already accepted by job name and submits only the missing o
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import os
 from collections.abc import Callable, Mapping
@@ -36,13 +35,11 @@ from data_designer.slurm.contracts import (
     InvalidInputError,
     NotFoundError,
     Problem,
-    RunSpec,
     SlurmExtensionError,
     SubmissionBinding,
     SubmissionResult,
     SubmissionUnit,
     UnavailableError,
-    describe_bytes,
 )
 from data_designer.slurm.contracts.records import (
     INPUTS_SCHEMA,
@@ -63,7 +60,6 @@ from data_designer.slurm.planner import (
     compile,
     config_path,
     load_run,
-    read_dd_config,
     resolve_config,
 )
 from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner, gpus_in_gres
@@ -96,12 +92,10 @@ from data_designer.slurm.services._plans import (
     read_named,
 )
 from data_designer.slurm.services._profile import load_profile_file, select_cluster
+from data_designer.slurm.services._seeds import SEED_TOO_LARGE, seed_files
 
 JOB_NAME_PREFIX = "dd-"
 """Job names are ``dd-<run id>-c<chunk>``: unique per run, so Slurm is asked for them by name on resubmission."""
-_SEED_TYPES_WITH_FILES = frozenset({"local", "directory", "file_contents"})
-_SEED_TOO_LARGE = "split the seed dataset into several files and name them with a directory or a glob"
-_GLOB_CHARS = frozenset("*?[")
 _OPERATION = "execute"
 
 M = TypeVar("M", bound=BaseModel)
@@ -193,7 +187,7 @@ def _create(
     sources: list[tuple[InputRole, Path, bytes | None]] = [("run", run_path, run_bytes)]
     if config_file is not None:
         sources.append(("config", Path(config_file), config_bytes))
-    seed = _seed_files(run, config_text)
+    seed = seed_files(run, config_text, operation=_OPERATION)
 
     planned = _plan_snapshot(layout, sources, seed)
     modes = modes_for(cluster_profile.workspace_sharing)
@@ -402,54 +396,6 @@ def _read(path: Path, explain: Callable[[], str]) -> tuple[bytes, str]:
         ) from exc
 
 
-def _seed_files(run: RunSpec, config_text: str | None) -> tuple[SeedRewrite, list[tuple[Path, str]]] | None:
-    """The seed dataset's files (absolute path, snapshot path under ``inputs/seed``) and its rewrite, if local."""
-    seed = read_dd_config(resolve_config(run, config_text), operation=_OPERATION).seed_dataset
-    if seed is None or seed.path is None or seed.seed_type not in _SEED_TYPES_WITH_FILES:
-        return None
-    key_path = f"{seed.key_path}.source.path"
-    original = Path(seed.path).expanduser().absolute()
-    parts = original.parts
-    magic = next((i for i, part in enumerate(parts) if _GLOB_CHARS & set(part)), None)
-    tail: tuple[str, ...] = ()
-    if magic is None:
-        root = original
-        matches = sorted(p for p in original.rglob("*") if p.is_file()) if original.is_dir() else [original]
-    else:
-        root, tail = Path(*parts[:magic]), parts[magic:]
-        matches = sorted(Path(p) for p in glob.glob(str(original), recursive=True) if os.path.isfile(p))
-    matches = [
-        p for p in matches if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
-    ]
-    if not matches:
-        raise NotFoundError(
-            f"the seed dataset {seed.path!r} names no files",
-            code="file_not_found",
-            operation=_OPERATION,
-            file=str(original),
-            key_path=key_path,
-            line=seed.line,
-            hint="fix seed_config.source.path: the run's inputs are snapshotted when it is submitted",
-        )
-    for match in matches:  # before the run directory is made: each file is read whole to be snapshotted
-        size = match.stat().st_size
-        if size > MAX_SEED_FILE_BYTES:
-            raise InvalidInputError(
-                f"seed file {str(match)!r} is {describe_bytes(size)}, above the limit of "
-                f"{describe_bytes(MAX_SEED_FILE_BYTES)} per file",
-                code="file_too_large",
-                operation=_OPERATION,
-                file=str(match),
-                key_path=key_path,
-                line=seed.line,
-                hint=_SEED_TOO_LARGE,
-            )
-    base = ("inputs", "seed", root.name or "root")
-    files = [(p, "/".join((*base, *p.relative_to(root).parts)) if p != root else "/".join(base)) for p in matches]
-    rewrite = SeedRewrite(key_path=key_path, original=seed.path, snapshot="/".join((*base, *tail)))
-    return rewrite, files
-
-
 def _make_run_dir(layout: RunLayout, modes: FileModes) -> None:
     """Create the run directory (and any missing parent) with the profile's modes: every writer below follows it."""
     try:
@@ -515,7 +461,7 @@ def _source_mode(path: Path) -> int:
 
 def _read_file(path: Path) -> bytes:
     try:
-        return read_bounded(path, operation=_OPERATION, limit=MAX_SEED_FILE_BYTES, too_large_hint=_SEED_TOO_LARGE)
+        return read_bounded(path, operation=_OPERATION, limit=MAX_SEED_FILE_BYTES, too_large_hint=SEED_TOO_LARGE)
     except NotFoundError as exc:
         raise NotFoundError(
             f"input {str(path)!r} disappeared while it was snapshotted", code="file_not_found", file=str(path)

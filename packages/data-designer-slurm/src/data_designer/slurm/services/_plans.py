@@ -53,6 +53,7 @@ from data_designer.slurm.planner import (
 )
 from data_designer.slurm.runtime import read_text, write_text_atomic
 from data_designer.slurm.services._profile import load_profile_file, select_cluster
+from data_designer.slurm.services._seeds import seed_files
 
 DEFAULT_MAX_ARRAY_SIZE = 1001
 """Slurm's default MaxArraySize, assumed by a dry run unless told otherwise."""
@@ -102,9 +103,10 @@ def plan_run(
     facts = dry_run_facts(cluster_profile, max_array_size)
     run_source = Source(str(run_path), lambda: run_text)
     profile_source = profile_source_of(profile_path, cluster_name, operation=operation)
-    plan = compile_located(
+    plan, config_text = compile_located(
         run, cluster_profile, cluster_name, facts, run_source=run_source, profile_source=profile_source
     )
+    seed_files(run, config_text, operation=operation)  # what execute checks before it writes anything
     output = None
     if out is not None:
         directory = Path(out).expanduser().absolute()
@@ -286,8 +288,9 @@ def compile_located(
     *,
     run_source: Source,
     profile_source: Source,
-) -> ExecutionPlan:
-    """Read the run's config, compile, and locate every problem in the file and line it comes from."""
+) -> tuple[ExecutionPlan, str | None]:
+    """Read the run's config, compile, and locate every problem in the file and line it comes from; the plan and
+    the config file's text (None for an inline config)."""
     operation = "plan.compile"
     path = config_path(run)
     config_text = None
@@ -296,7 +299,7 @@ def compile_located(
             path, run_source, ("data_designer", "config"), what="Data Designer config", operation=operation
         )
     try:
-        return compile(
+        plan = compile(
             run,
             profile,
             cluster=cluster,
@@ -307,6 +310,7 @@ def compile_located(
     except InvalidInputError as exc:
         located = [locate(p, run_source, profile_source) for p in exc.problems]
         raise InvalidInputError.from_problems(located, operation=operation) from exc
+    return plan, config_text
 
 
 def locate(problem: Problem, run: Source, profile: Source) -> Problem:
