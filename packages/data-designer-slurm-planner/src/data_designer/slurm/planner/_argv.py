@@ -25,7 +25,7 @@ from __future__ import annotations
 import string
 from collections.abc import Mapping, Sequence
 
-from data_designer.slurm.contracts import CommandDeployment, Problem, VllmDeployment
+from data_designer.slurm.contracts import CommandDeployment, Problem, VllmDeployment, excerpt
 from data_designer.slurm.planner._vllm import check_engine_args, render_engine_args
 
 WORKER_MODULE = "data_designer.slurm.runtime.worker"
@@ -77,7 +77,7 @@ def vllm_argv(alias: str, deployment: VllmDeployment, *, remote: bool, problems:
             _problem(
                 "model_dash",
                 f"deployments.{alias}.model",
-                f"model {deployment.model!r} starts with '-' and would be read as an option",
+                f"model {excerpt(deployment.model)} starts with '-' and would be read as an option",
                 "write a path or a Hugging Face id",
             )
         )
@@ -119,7 +119,7 @@ def command_argv(alias: str, deployment: CommandDeployment, *, gpus: int, proble
                 _problem(
                     "argv_template",
                     key_path,
-                    f"{template!r} is not a valid template: {exc}",
+                    f"{excerpt(template)} is not a valid template: {exc}",
                     "write placeholders as {host}, and literal braces as {{ and }}",
                 )
             )
@@ -134,7 +134,7 @@ def command_argv(alias: str, deployment: CommandDeployment, *, gpus: int, proble
                     _problem(
                         "api_key_on_argv",
                         key_path,
-                        f"{template!r} puts the server's API key on the command line, where every user of the node "
+                        f"{excerpt(template)} puts the server's API key on the command line, where every user of the node "
                         "can read it",
                         "pass {api_key_env} (the name of the variable holding the key) to a server that reads its "
                         "key from a variable, or wrap the server in a script that reads it",
@@ -147,7 +147,7 @@ def command_argv(alias: str, deployment: CommandDeployment, *, gpus: int, proble
                     _problem(
                         "unknown_placeholder",
                         key_path,
-                        f"{template!r} uses the unknown placeholder {{{written}}}",
+                        f"{excerpt(template)} uses the unknown placeholder {{{written}}}",
                         "use only {host}, {port}, {model}, {gpus}, {served_name} and {api_key_env}; "
                         "write literal braces as {{ and }}",
                     )

@@ -36,6 +36,7 @@ from data_designer.slurm.contracts import (
     SubmissionLayout,
     Unresolved,
     VllmDeployment,
+    excerpt,
     format_time_limit,
     parse_time_limit,
 )
@@ -211,8 +212,8 @@ def _check_aliases(
                 problems.add(
                     "alias_not_served",
                     "deployments",
-                    f"model alias {use.alias!r} (used by {who}) is neither deployed nor external",
-                    f"add a deployment or an external endpoint named {use.alias!r}",
+                    f"model alias {excerpt(use.alias)} (used by {who}) is neither deployed nor external",
+                    f"add a deployment or an external endpoint named {excerpt(use.alias)}",
                 )
         blocking = summary.blocking_findings(shards=shards)
         problems.items.extend(f.to_problem(config_file) for f in blocking)
@@ -226,7 +227,7 @@ def _check_aliases(
                 PlanWarning(
                     code="alias_unused",
                     key_path=f"{section}.{alias}",
-                    message=f"alias {alias!r} is served but no column or profiler of the Data Designer config uses it",
+                    message=f"alias {excerpt(alias)} is served but no column or profiler of the Data Designer config uses it",
                 )
             )
     for alias in run.client.concurrency:
@@ -397,7 +398,7 @@ def _image(
         problems.add(
             "no_container_runtime",
             key_path,
-            f"image {reference!r} is set but the cluster profile's container_runtime is 'none'",
+            f"image {excerpt(reference)} is set but the cluster profile's container_runtime is 'none'",
             "remove the image, or set container_runtime to 'pyxis' or 'apptainer' in the profile",
         )
         return None
@@ -485,7 +486,7 @@ def _client(
                 problems.add(
                     "external_model",
                     f"external.{alias}.model",
-                    f"the Data Designer config names no model for alias {alias!r}",
+                    f"the Data Designer config names no model for alias {excerpt(alias)}",
                     "set the model name the endpoint serves",
                 )
                 continue

@@ -68,6 +68,7 @@ from data_designer.slurm.contracts import (
     TensorParallelAxis,
     Unresolved,
     VllmDeployment,
+    excerpt,
 )
 from data_designer.slurm.planner._compile import compile
 from data_designer.slurm.planner._digest import canonical_json, sha256_digest
@@ -122,7 +123,7 @@ def expand(
     for number, positions in enumerate(itertools.product(*(range(len(axis.values)) for axis in benchmark.axes))):
         cases += 1
         case = tuple((_label(axis), axis.values[j]) for axis, j in zip(benchmark.axes, positions, strict=True))
-        described = ", ".join(f"{label}={value!r}" for label, value in case)
+        described = ", ".join(f"{label}={excerpt(value)}" for label, value in case)
         run, applied = _child_run(benchmark, base, positions, valid, gpus_per_node, (number, described), state)
         try:
             plan = compile(run, profile, cluster=cluster, config=config, facts=facts, images=registry)
@@ -288,7 +289,7 @@ def _check_axis(
             state.add(
                 "axis_value_repeated",
                 f"{at}.values[{position}]",
-                f"value {value!r} repeats values[{seen[key]}]",
+                f"value {excerpt(value)} repeats values[{seen[key]}]",
                 "list each value once; use 'repeats' to measure a case several times",
             )
             ok = False
