@@ -462,6 +462,7 @@ def test_a_named_variable_unset_at_submission_is_exit_2_before_anything_is_writt
         key,
         str(getattr(env, file_attr)),
     )
-    assert unset in info.message and "export" in (info.hint or "")
+    assert unset in info.message
+    assert "export" in (info.hint or "")
     assert not (env.workspace / "runs").exists(), "nothing written"
     assert not any(argv[0] == "sbatch" for argv in env.fake.calls)

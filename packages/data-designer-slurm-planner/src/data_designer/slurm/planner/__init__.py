@@ -1,5 +1,6 @@
 """Pure, deterministic planning for data-designer-slurm: strict loaders, profiles, plans (no I/O)."""
 
+from data_designer.slurm.contracts import looks_like_token
 from data_designer.slurm.planner._argv import (
     CLIENT_BOUND_NAMES,
     SERVER_API_KEY_ENV,
@@ -88,7 +89,7 @@ from data_designer.slurm.planner._sbatch_options import (
     resolve_sbatch_options,
     sbatch_option_table,
 )
-from data_designer.slurm.planner._secrets import find_secret_literals, is_secret_like_key, looks_like_token
+from data_designer.slurm.planner._secrets import find_secret_literals, is_secret_like_key
 from data_designer.slurm.planner._validation import allowed_keys, validate_document
 from data_designer.slurm.planner._vllm import (
     CONTROLLED_FLAGS,
