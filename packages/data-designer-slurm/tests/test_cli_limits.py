@@ -21,7 +21,7 @@ from data_designer.slurm.cli._app import app
 from data_designer.slurm.contracts import MAX_BENCHMARK_CHILDREN, MAX_REPEATS, MAX_SHARDS, InvalidInputError
 from data_designer.slurm.runtime.store import run_id_factory
 from data_designer.slurm.runtime.testing import FakeSlurm
-from data_designer.slurm.services import _execute, execute_run
+from data_designer.slurm.services import _execute, _seeds, execute_run
 
 GUARD_S = 20.0
 
@@ -182,7 +182,8 @@ def test_a_seed_file_above_its_cap_is_refused_before_the_run_directory_is_made(
     )
     profile = tmp_path / "profile.yaml"
     profile.write_text(PROFILE.format(workspace=tmp_path / "ws", python=sys.executable), encoding="utf-8")
-    monkeypatch.setattr(_execute, "MAX_SEED_FILE_BYTES", 8)
+    monkeypatch.setattr(_seeds, "MAX_SEED_FILE_BYTES", 8)  # checked before the run directory is made
+    monkeypatch.setattr(_execute, "MAX_SEED_FILE_BYTES", 8)  # and the bound of the copy
     created = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
     with pytest.raises(InvalidInputError) as caught:
         execute_run(
