@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,10 @@ from data_designer.slurm.contracts.records import (
     SubmissionRecord,
 )
 from data_designer.slurm.planner import canonical_json, plan_digest
+from data_designer.slurm.runtime import CommandResult
 from data_designer.slurm.runtime.store import RecordOk, RunIdFactory, RunLayout, read_record, run_id_factory
 from data_designer.slurm.runtime.testing import FakeSlurm
-from data_designer.slurm.services import execute_run
+from data_designer.slurm.services import execute_run, run_status
 
 CREATED = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 RUN_ID = "reviews-20260301T120000Z-abc123"
@@ -466,3 +468,58 @@ def test_a_named_variable_unset_at_submission_is_exit_2_before_anything_is_writt
     assert "export" in (info.hint or "")
     assert not (env.workspace / "runs").exists(), "nothing written"
     assert not any(argv[0] == "sbatch" for argv in env.fake.calls)
+
+
+def test_a_first_chunk_refused_records_not_submitted_and_names_the_fix_that_works(env: Env) -> None:
+    env.fake.fail("sbatch", "rejected")
+    with pytest.raises(InvalidInputError) as caught:
+        env.execute()
+    info = caught.value.info
+    assert (info.code, info.exit_code) == ("sbatch_rejected", 2)
+    assert "CPU count per node can not be satisfied" in info.message
+    assert "--run-id" not in (info.hint or ""), "resubmitting the frozen plan would be refused the same way"
+    assert f"execute {env.run_file}" in (info.hint or "")
+    (submission,) = [ok(read_record(path, SUBMISSION_SCHEMA)) for path in sorted(env.layout.submissions_dir.iterdir())]
+    assert (submission.jobs, submission.submitted, submission.sbatch_calls) == ((), 0, 1)
+    assert "CPU count per node" in (submission.error or "")
+    status = run_status(RUN_ID, profile=env.profile, runner=env.fake, clock=lambda: CREATED, environ={})
+    assert {shard.state for shard in status.shards} == {"not_submitted"}
+    assert status.submission_error == submission.error
+
+
+class RejectingSecond:
+    """Delegates to the fake; its second sbatch call is refused (a later chunk rejected after an earlier one)."""
+
+    def __init__(self, fake: FakeSlurm) -> None:
+        self.fake, self.sbatch_calls = fake, 0
+
+    def run(
+        self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None, environment: object = None
+    ) -> CommandResult:
+        if argv[0] == "sbatch":
+            self.sbatch_calls += 1
+            if self.sbatch_calls == 2:
+                self.fake.fail("sbatch", "rejected", times=1)
+        return self.fake.run(argv, timeout_s=timeout_s, stdin=stdin)
+
+
+def test_a_later_chunk_refused_keeps_the_accepted_jobs_and_the_resume_path(env: Env) -> None:
+    env.run_file.write_text(env.run_file.read_text().replace("shards: 4", "shards: 30"), encoding="utf-8")
+    runner = RejectingSecond(env.fake)
+    with pytest.raises(InvalidInputError) as caught:
+        execute_run(
+            env.run_file, profile=env.profile, runner=runner, clock=lambda: CREATED, environ={}, id_factory=fixed_ids()
+        )
+    assert f"--run-id {RUN_ID}" in (caught.value.info.hint or "")
+    (submission,) = [ok(read_record(path, SUBMISSION_SCHEMA)) for path in sorted(env.layout.submissions_dir.iterdir())]
+    assert [(job.chunk, job.job_id) for job in submission.jobs] == [(0, "1000")]
+    assert (submission.submitted, submission.sbatch_calls) == (1, 2)
+    status = run_status(RUN_ID, profile=env.profile, runner=env.fake, clock=lambda: CREATED, environ={})
+    states = [shard.state for shard in status.shards]
+    assert set(states[:11]) == {"pending"}, "chunk 0's jobs are observed"
+    assert set(states[11:]) == {"not_submitted"}
+    resumed = env.resume()
+    assert (resumed.submitted, resumed.recovered) == (2, 1)
+    status = run_status(RUN_ID, profile=env.profile, runner=env.fake, clock=lambda: CREATED, environ={})
+    assert status.submission_error is None
+    assert {shard.state for shard in status.shards} == {"pending"}

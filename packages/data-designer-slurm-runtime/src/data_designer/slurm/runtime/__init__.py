@@ -2,7 +2,7 @@
 
 from data_designer.slurm.contracts.records import CLAIM_SCHEMA, RecordSchema
 from data_designer.slurm.runtime.probe._checks import DEFAULT_PROBE_TIMEOUT_S, gpus_in_gres, probe_cluster
-from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler
+from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler, SubmissionRefused
 from data_designer.slurm.runtime.scheduler._command import (
     SLURM_COMMANDS,
     CommandResult,
@@ -101,6 +101,7 @@ __all__ = [
     "SbatchReply",
     "SlurmOutputError",
     "SlurmScheduler",
+    "SubmissionRefused",
     "SubprocessRunner",
     "allowlisted_environment",
     "append_record",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -37,8 +37,8 @@ from data_designer.slurm.contracts import (
     Problem,
     SlurmExtensionError,
     SubmissionBinding,
-    SubmissionResult,
     SubmissionUnit,
+    SubmittedChunk,
     UnavailableError,
 )
 from data_designer.slurm.contracts.records import (
@@ -62,7 +62,7 @@ from data_designer.slurm.planner import (
     load_run,
     resolve_config,
 )
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner, gpus_in_gres
+from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubmissionRefused, SubprocessRunner, gpus_in_gres
 from data_designer.slurm.runtime.status import SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
@@ -265,9 +265,24 @@ def _submit(
 ) -> ExecuteResult:
     try:
         result = scheduler.submit(record.unit, since=record.created_at - SINCE_SLACK, environment=environment)
+    except SubmissionRefused as exc:
+        accepted = _jobs(record.unit, exc.accepted)
+        _record_refusal(layout, exc, accepted, clock)
+        if accepted:  # the rest may go once the cause is gone: the unit is the same
+            hint = (
+                f"{exc.info.hint}; {len(accepted)} chunk(s) were accepted: once the cause is fixed outside the plan, "
+                f"submit the missing chunks with 'data-designer slurm execute RUN --run-id {record.run_id}'"
+            )
+        else:  # the frozen plan would be refused again: a new run from the fixed files is what works
+            hint = (
+                f"{exc.info.hint}; nothing was submitted and run {record.run_id} stays not_submitted: fix the run file "
+                f"or the profile and run 'data-designer slurm execute {record.run_file}' again"
+            )
+        exc.info = exc.info.model_copy(
+            update={"message": f"run {record.run_id} ({layout.run_dir}): {exc.info.message}", "hint": hint}
+        )
+        raise
     except SlurmExtensionError as exc:
-        if exc.info.code == "sbatch_rejected":
-            _record_refusal(layout, exc.info.message, clock)
         exc.info = exc.info.model_copy(
             update={
                 "message": f"run {record.run_id} ({layout.run_dir}): {exc.info.message}",
@@ -276,7 +291,9 @@ def _submit(
             }
         )
         raise
-    jobs = _jobs(record.unit, record.binding, result)
+    jobs = _jobs(record.unit, result.chunks)
+    if len(jobs) != len(record.unit.chunks):
+        raise InternalError("the scheduler returned no job for some chunks", code="chunk_not_submitted")
     appended = append_record(
         layout.submissions_dir,
         SUBMISSION_SCHEMA,
@@ -306,36 +323,44 @@ def _submit(
     )
 
 
-def _record_refusal(layout: RunLayout, message: str, clock: Clock) -> None:
-    """Append the scheduler's refusal (no jobs), so ``status`` says why the run is not submitted."""
+def _record_refusal(
+    layout: RunLayout, refusal: SubmissionRefused, accepted: tuple[SubmittedJob, ...], clock: Clock
+) -> None:
+    """Append the scheduler's refusal with the chunks accepted before it, so ``status`` says why the rest of the
+    run is not submitted (and the jobs that were are observed)."""
+    recovered = sum(1 for job in accepted if job.recovered)
     append_record(
         layout.submissions_dir,
         SUBMISSION_SCHEMA,
-        SubmissionRecord(submitted_at=clock(), jobs=(), submitted=0, recovered=0, sbatch_calls=1, error=message),
+        SubmissionRecord(
+            submitted_at=clock(),
+            jobs=accepted,
+            submitted=len(accepted) - recovered,
+            recovered=recovered,
+            sbatch_calls=refusal.sbatch_calls,
+            error=refusal.info.message,
+        ),
         clock=clock,
         operation=_OPERATION,
     )
 
 
-def _jobs(unit: SubmissionUnit, binding: SubmissionBinding, result: SubmissionResult) -> tuple[SubmittedJob, ...]:
-    by_name = {c.job_name: c for c in result.chunks}
-    jobs = []
-    for chunk in unit.chunks:
-        submitted = by_name.get(chunk.job_name)
-        if submitted is None:
-            raise InternalError(f"the scheduler returned no job for {chunk.job_name!r}", code="chunk_not_submitted")
-        jobs.append(
-            SubmittedJob(
-                chunk=chunk.chunk,
-                generation=chunk.generation,
-                index_offset=chunk.index_offset,
-                job_name=chunk.job_name,
-                job_id=submitted.job_id,
-                array_spec=chunk.array_spec,
-                recovered=submitted.recovered,
-            )
+def _jobs(unit: SubmissionUnit, submitted: Sequence[SubmittedChunk]) -> tuple[SubmittedJob, ...]:
+    """The unit's chunks the scheduler accepted (or found again), in the unit's order."""
+    by_name = {c.job_name: c for c in submitted}
+    return tuple(
+        SubmittedJob(
+            chunk=chunk.chunk,
+            generation=chunk.generation,
+            index_offset=chunk.index_offset,
+            job_name=chunk.job_name,
+            job_id=found.job_id,
+            array_spec=chunk.array_spec,
+            recovered=found.recovered,
         )
-    return tuple(jobs)
+        for chunk in unit.chunks
+        if (found := by_name.get(chunk.job_name)) is not None
+    )
 
 
 def resolve_facts(profile: ClusterProfile, scheduler: SlurmScheduler) -> ClusterFacts:

@@ -2,6 +2,7 @@
 
 from data_designer.slurm.runtime.scheduler._adapter import (
     SlurmScheduler,
+    SubmissionRefused,
     TaskKey,
     utc_now,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "SbatchReply",
     "SlurmOutputError",
     "SlurmScheduler",
+    "SubmissionRefused",
     "SubprocessRunner",
     "TaskKey",
     "allowlisted_environment",

@@ -90,6 +90,16 @@ def _check_job_ids(job_ids: Iterable[str], operation: str) -> list[str]:
     return ids
 
 
+class SubmissionRefused(InvalidInputError):
+    """``sbatch`` rejected a chunk (``sbatch_rejected``, exit 2); ``accepted`` holds the chunks of the same unit
+    that were submitted or found before it, so the caller records them and says which fix works."""
+
+    def __init__(self, error: InvalidInputError, *, accepted: tuple[SubmittedChunk, ...], sbatch_calls: int) -> None:
+        super().__init__(error.info.message, code=error.info.code, operation=error.info.operation, hint=error.info.hint)
+        self.accepted = accepted
+        self.sbatch_calls = sbatch_calls
+
+
 class SlurmScheduler:
     """Submit, observe and cancel array jobs through one injected command runner."""
 
@@ -196,7 +206,10 @@ class SlurmScheduler:
             )
             done = f"{calls - 1} chunk(s) were newly submitted before this one"
             if not result.ok:
-                raise self._sbatch_error(result, chunk.job_name, done)
+                error = self._sbatch_error(result, chunk.job_name, done)
+                if isinstance(error, InvalidInputError):
+                    raise SubmissionRefused(error, accepted=tuple(chunks), sbatch_calls=calls) from None
+                raise error
             try:
                 reply = parse_sbatch(result.stdout)
             except SlurmOutputError as exc:

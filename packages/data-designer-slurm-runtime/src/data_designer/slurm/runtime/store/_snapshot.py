@@ -117,8 +117,9 @@ class RunSnapshot:
 
     @property
     def submission_error(self) -> str | None:
-        """The scheduler's refusal, when no submission ever placed a job."""
-        if any(submission.jobs for submission in self.submissions):
-            return None
-        errors = [submission.error for submission in self.submissions if submission.error]
-        return errors[-1] if errors else None
+        """The scheduler's refusal that still stands: the error of the latest submission, unless a later one went
+        through. Shards no job holds are not_submitted with it (jobs accepted before the refusal are recorded)."""
+        error: str | None = None
+        for submission in self.submissions:
+            error = submission.error
+        return error

@@ -30,8 +30,12 @@ from data_designer.slurm.runtime.scheduler._squeue_parse import SQUEUE_FORMAT
 from data_designer.slurm.runtime.testing._fake_state import TERMINAL, Behaviour, FakeCluster, FakeJob, FakeTask
 
 SLURM_VERSION = "22.05.8"
-FailureMode = Literal["error", "timeout", "not_found", "disabled", "garbage"]
+FailureMode = Literal["error", "timeout", "not_found", "disabled", "garbage", "rejected"]
 _UNREACHABLE = "error: Unable to contact slurm controller (connect failure)"
+_REJECTED = (
+    "error: CPU count per node can not be satisfied\n"
+    "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+)
 
 
 @dataclass(slots=True)
@@ -158,6 +162,8 @@ class FakeSlurm(FakeCluster):
             return CommandResult(args, 1, "", f"{name}: error: Slurm accounting storage is disabled\n", 0.01)
         if mode == "garbage":
             return CommandResult(args, 0, "<html>502 Bad Gateway</html>\n", "", 0.01)
+        if mode == "rejected":  # the controller answered and refused the request (as sbatch does for resources)
+            return CommandResult(args, 1, "", f"{name}: {_REJECTED}\n", 0.01)
         return CommandResult(args, 1, "", f"{name}: {_UNREACHABLE}\n", 0.01)
 
     # -- commands -------------------------------------------------------------------------------
