@@ -176,17 +176,78 @@ def test_json_overflowing_numbers_are_problems() -> None:
     assert [(p.code, p.key_path, p.line) for p in document.problems] == [("non_finite_number", "value", 2)]
 
 
+# Ten lines of valid YAML before the broken one, so that the opening line (11) and the line where PyYAML notices
+# the error (12 or later) differ, as in a real run file.
+PREFIX = "".join(f"k{i}: {i}\n" for i in range(1, 11))
+
+
 @pytest.mark.parametrize(
-    ("text", "line"),
-    [("a: [\n", 2), ("a: b: c\n", 1), ("a:\n  - x\n  y: z\n", 3), ("a: 'unterminated\n", 2), ("a: 1\n\tb: 2\n", 2)],
+    ("broken", "line", "fragments"),
+    [
+        # An unclosed '[' or '{' or quote is reported where it opened, the message naming where it was noticed.
+        ("b: [x, y\nc: 2\n", 11, ["the '[' opened on line 11 is not closed", "noticed on line 12"]),
+        ("b: [x,\n  y\n", 11, ["the '[' opened on line 11 is not closed", "noticed on line 13", "<stream end>"]),
+        ("b: [\n", 11, ["the '[' opened on line 11 is not closed", "noticed on line 12"]),
+        ("b: {x: 1\nc: 2\n", 11, ["the '{' opened on line 11 is not closed", "noticed on line 12"]),
+        ("b: {x: [1, 2}\n", 11, ["the '[' opened on line 11 is not closed (expected ',' or ']', but got '}')"]),
+        ("b: [1, {x: 2]\n", 11, ["the '{' opened on line 11 is not closed"]),
+        ("b:\n  c: [1,\n  d: 2\n", 12, ["the '[' opened on line 12 is not closed", "noticed on line 14"]),
+        ("b: 'abc\nc: 2\n", 11, ["the quoted string opened on line 11 is not closed", "noticed on line 13"]),
+        ('b: "abc\nc: 2\n', 11, ["the quoted string opened on line 11 is not closed", "noticed on line 13"]),
+        ('b: "ab\\qc"\n', 11, ["unknown escape character 'q' in the quoted string opened on line 11"]),
+        ("b: [a, - c]\n", 11, ["in the '[' opened on line 11"]),
+        # Block structure: reported where it was noticed (the block itself may start on line 1).
+        ("b:\n  - x\n  y: z\n", 13, ["expected <block end>", "in the list that starts on line 12"]),
+        ("b:\n  c: 2\n d: 3\n", 13, ["expected <block end>", "in the mapping that starts on line 1"]),
+        ("b:\n  c: 1\n   d: 2\n", 13, ["mapping values are not allowed here"]),
+        ("b: c: d\n", 11, ["mapping values are not allowed here"]),
+        ("b: 1\n\tc: 2\n", 12, ["found character '\\t' that cannot start any token"]),
+        ("b:\n\tc: 2\n", 12, ["found character '\\t' that cannot start any token"]),
+        ("b: 1\n---\nc: 2\n", 12, ["expected a single document in the stream, but found another document"]),
+    ],
 )
-def test_yaml_syntax_errors_become_problems_with_a_line(text: str, line: int) -> None:
-    document = parse_document(text, file="p.yaml")
+def test_yaml_syntax_errors_point_at_the_line_where_the_broken_construct_opens(
+    broken: str, line: int, fragments: list[str]
+) -> None:
+    document = parse_document(PREFIX + broken, file="p.yaml")
     assert codes(document) == ["syntax_error"]
-    assert document.problems[0].line == line
-    assert document.problems[0].file == "p.yaml"
-    assert document.problems[0].message.startswith("invalid YAML: ")
-    assert document.problems[0].hint
+    (problem,) = document.problems
+    assert (problem.file, problem.line) == ("p.yaml", line)
+    assert problem.message.startswith("invalid YAML: ")
+    for fragment in fragments:
+        assert fragment in problem.message
+    assert problem.hint
+    assert "\n" not in problem.render()
+
+
+@pytest.mark.parametrize(
+    ("broken", "hint"),
+    [
+        ("b: [x, y\nc: 2\n", "close the '[' opened on line 11"),
+        ("b: 'abc\n", "close the quoted string opened on line 11 (a quoted string ends with the same quote)"),
+        ("b: 1\n\tc: 2\n", "indent with spaces: YAML does not allow tabs here"),
+        ("b:\n  - x\n  y: z\n", "check the indentation: the keys of one mapping and the items of one list start"),
+        ("b: c: d\n", "check the indentation, or quote a value that contains ': ' or starts with '- '"),
+    ],
+)
+def test_yaml_syntax_errors_hint_at_the_fix(broken: str, hint: str) -> None:
+    (problem,) = parse_document(PREFIX + broken, file="p.yaml").problems
+    assert problem.hint is not None
+    assert problem.hint.startswith(hint)
+
+
+def test_an_unclosed_bracket_names_the_opening_and_the_noticing_line() -> None:
+    (problem,) = parse_document(PREFIX + "b: [x, y\nc: 2\n", file="p.yaml").problems
+    assert problem.render() == (
+        "p.yaml:11: invalid YAML: the '[' opened on line 11 is not closed "
+        "(noticed on line 12: expected ',' or ']', but got ':') (fix: close the '[' opened on line 11)"
+    )
+
+
+def test_yaml_syntax_errors_never_quote_the_file() -> None:
+    secret_line = "password_hint: do-not-print-me"
+    (problem,) = parse_document(f"{secret_line}\nb: [x, y\nc: 2\n", file="p.yaml").problems
+    assert "do-not-print-me" not in problem.render()
 
 
 @pytest.mark.parametrize(("text", "line"), [('{\n  "a": 1,\n}\n', 3), ("{\n", 2), ('{"a": tru}', 1), ('{"a": 01}', 1)])

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from data_designer.slurm.contracts import ClusterProfile, InvalidInputError, Problem, Profile
-from data_designer.slurm.planner import allowed_keys, load_profile, parse_document, validate_document
+from data_designer.slurm.planner import (
+    allowed_keys,
+    load_base_run,
+    load_benchmark,
+    load_profile,
+    load_run,
+    parse_document,
+    validate_document,
+)
 
 TOKEN = "nvapi-abcdefghijklmnopqrstuv"
 
@@ -129,10 +137,157 @@ def test_wrongly_shaped_documents_get_a_fix(text: str, code: str, key_path: str 
     assert problems[0].hint
 
 
-def test_syntax_errors_are_reported_alone() -> None:
+def test_syntax_errors_are_reported_alone_at_the_line_of_the_unclosed_bracket() -> None:
     problems = problems_of("schema_version: 1\nclusters: [\n")
     assert [p.code for p in problems] == ["syntax_error"]
-    assert problems[0].line == 3
+    assert problems[0].line == 2
+    assert "the '[' opened on line 2 is not closed (noticed on line 3: " in problems[0].message
+
+
+PROFILE = """\
+schema_version: 1
+default_cluster: lab
+clusters:
+  lab:
+    workspace_root: /shared/ws
+    partitions: {gpu: batch, cpu: cpu}
+    compute_python: {interpreter: /opt/dd/bin/python}
+  other:
+    workspace_root: /shared/ws
+    partitions:
+      gpu: batch
+      cpu: cpu
+    compute_python:
+      interpreter: /opt/dd/bin/python
+"""
+
+RUN = """\
+schema_version: 1
+name: reviews
+data_designer:
+  inline:
+    columns: [{name: text, column_type: llm-text, model_alias: writer, prompt: "Write."}]
+records: 100
+sharding: {shards: 4}
+deployments:
+  reader: {engine: vllm, model: /models/reader}
+  writer:
+    engine: vllm
+    model: /models/llama
+    replicas: 2
+"""
+
+
+def run_problems(text: str) -> list[tuple[str, str | None, int | None]]:
+    with pytest.raises(InvalidInputError) as caught:
+        load_run(text, file="run.yaml")
+    return [(p.code, p.key_path, p.line) for p in caught.value.problems]
+
+
+@pytest.mark.parametrize(
+    ("removed", "expected"),
+    [
+        # A block mapping: the line of its key, not of the first key inside it nor line 1.
+        ("      gpu: batch\n", [("missing_key", "clusters.other.partitions.gpu", 10)]),
+        (
+            "    compute_python:\n      interpreter: /opt/dd/bin/python\n",
+            [("missing_key", "clusters.other.compute_python", 8)],
+        ),
+        # A flow mapping: the line it is written on.
+        ("gpu: batch, ", [("missing_key", "clusters.lab.partitions.gpu", 6)]),
+        (
+            "    workspace_root: /shared/ws\n    partitions: {gpu: batch, cpu: cpu}\n",
+            [("missing_key", "clusters.lab.partitions", 4), ("missing_key", "clusters.lab.workspace_root", 4)],
+        ),
+        # An emptied mapping is a null: reported at its own key.
+        ("      interpreter: /opt/dd/bin/python\n", [("model_type", "clusters.other.compute_python", 13)]),
+    ],
+)
+def test_a_missing_profile_key_is_reported_at_its_parent_mappings_line(
+    removed: str, expected: list[tuple[str, str, int]]
+) -> None:
+    assert removed in PROFILE
+    assert [(p.code, p.key_path, p.line) for p in problems_of(PROFILE.replace(removed, "", 1))] == expected
+
+
+@pytest.mark.parametrize(
+    ("removed", "expected"),
+    [
+        ("    model: /models/llama\n", ("missing_key", "deployments.writer.model", 10)),
+        ("model: /models/reader", ("missing_key", "deployments.reader.model", 9)),
+        # The discriminating key of a deployment is a key like any other: missing at the deployment's line.
+        ("    engine: vllm\n", ("missing_key", "deployments.writer.engine", 10)),
+        ("engine: vllm, ", ("missing_key", "deployments.reader.engine", 9)),
+        ("name: reviews\n", ("missing_key", "name", 1)),  # the document root: line 1 is its line
+        ("sharding: {shards: 4}\n", ("missing_key", "sharding", 1)),
+    ],
+)
+def test_a_missing_run_key_is_reported_at_its_parent_mappings_line(
+    removed: str, expected: tuple[str, str, int]
+) -> None:
+    assert removed in RUN
+    assert run_problems(RUN.replace(removed, "", 1)) == [expected]
+
+
+def test_a_missing_key_names_the_key_and_the_fix() -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        load_run(RUN.replace("    model: /models/llama\n", ""), file="run.yaml")
+    (problem,) = caught.value.problems
+    assert (
+        problem.render() == "run.yaml:10: deployments.writer.model: required key 'model' is missing (fix: add 'model')"
+    )
+
+
+def test_an_unknown_engine_is_reported_at_the_engine_key_with_the_engines_allowed() -> None:
+    ((code, key_path, line),) = run_problems(RUN.replace("    engine: vllm\n", "    engine: vlm\n"))
+    assert (code, key_path, line) == ("literal_error", "deployments.writer.engine", 11)
+    with pytest.raises(InvalidInputError) as caught:
+        load_run(RUN.replace("    engine: vllm\n", "    engine: vlm\n"), file="run.yaml")
+    (problem,) = caught.value.problems
+    assert problem.message == "engine 'vlm' is not one of 'vllm', 'command'"
+    assert problem.hint == "use one of: 'vllm', 'command'"
+
+
+BENCHMARK = """\
+schema_version: 1
+name: sweep
+base:
+  inline:
+    schema_version: 1
+    name: base
+    data_designer:
+      inline:
+        columns: [{name: text, column_type: llm-text, model_alias: writer, prompt: "Write."}]
+    records: 100
+    sharding: {shards: 1}
+    deployments:
+      writer:
+        engine: vllm
+        model: /models/llama
+axes:
+  - {axis: concurrency, alias: writer, values: [8, 16]}
+records: {policy: fixed, records: 100}
+"""
+
+
+@pytest.mark.parametrize(
+    ("removed", "expected"),
+    [
+        ("        model: /models/llama\n", ("missing_key", "base.inline.deployments.writer.model", 13)),
+        ("    name: base\n", ("missing_key", "base.inline.name", 4)),
+        ("shards: 1", ("sharding", "base.inline.sharding", 11)),
+    ],
+)
+def test_an_inline_base_runs_problems_carry_the_benchmark_files_lines(
+    removed: str, expected: tuple[str, str, int]
+) -> None:
+    assert removed in BENCHMARK
+    text = BENCHMARK.replace(removed, "", 1)
+    benchmark = load_benchmark(text, file="bench.yaml")
+    with pytest.raises(InvalidInputError) as caught:
+        load_base_run(benchmark, file="bench.yaml", source=parse_document(text, file="bench.yaml"))
+    assert [(p.code, p.key_path, p.line) for p in caught.value.problems] == [expected]
+    assert all(p.file == "bench.yaml" for p in caught.value.problems)
 
 
 def test_duplicate_keys_are_reported_with_validation_problems() -> None:

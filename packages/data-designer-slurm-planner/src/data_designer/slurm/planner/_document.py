@@ -79,6 +79,15 @@ class Document:
                 return line
         return None
 
+    def under(self, prefix: KeyPath) -> Document:
+        """The part of this document at ``prefix`` as a document of the same file, its keys' lines kept."""
+        data: Any = self.data
+        for part in prefix:
+            data = data.get(part) if isinstance(data, dict) else None
+        size = len(prefix)
+        lines = {path[size:]: line for path, line in self.lines.items() if path[:size] == prefix}
+        return Document(file=self.file, data=data, lines=lines)
+
 
 def format_key_path(path: KeyPath) -> str:
     """``("clusters", "a", "sbatch_options", 2)`` -> ``clusters.a.sbatch_options[2]``."""
@@ -214,13 +223,87 @@ def _syntax_problem(exc: yaml.YAMLError | RecursionError, file: str, text: str) 
             line=text.count("\n", 0, exc.position) + 1,
             hint="remove the character or write it as an escape in a double-quoted string",
         )
-    mark = getattr(exc, "problem_mark", None)
-    line = mark.line + 1 if mark is not None else None
-    # str(exc) quotes the offending lines of the file: show PyYAML's one-line problem, or only the error's kind.
-    what = getattr(exc, "problem", None) or type(exc).__name__
-    return Problem(
-        code="syntax_error", message=f"invalid YAML: {what}", file=file, line=line, hint="fix the YAML syntax"
-    )
+    return _marked_problem(exc, file, text)
+
+
+_OPENERS = {"[": "'['", "{": "'{'", "'": "quoted string", '"': "quoted string"}
+"""Constructs opened by a character: a problem inside one is reported on the line where it was opened."""
+_UNCLOSED = ("expected ',' or ", "found unexpected end of stream", "found unexpected document separator")
+"""Problems that mean an opened construct was not closed where it should have been (as does the end of the file)."""
+
+
+def _unclosed(problem: str) -> bool:
+    return problem.startswith(_UNCLOSED) or problem.endswith("'<stream end>'")
+
+
+def _open_flow(text: str, index: int) -> yaml.Mark | None:
+    """Where the innermost flow collection (``[`` or ``{``) still open at ``index`` of ``text`` was opened."""
+    stack: list[yaml.Mark] = []
+    try:
+        for token in yaml.scan(text, Loader=_StrictLoader):
+            if token.start_mark.index >= index:
+                break
+            if isinstance(token, yaml.FlowSequenceStartToken | yaml.FlowMappingStartToken):
+                stack.append(token.start_mark)
+            elif isinstance(token, yaml.FlowSequenceEndToken | yaml.FlowMappingEndToken) and stack:
+                stack.pop()
+    except yaml.YAMLError:
+        pass  # the tokens before the error are all there is
+    return stack[-1] if stack else None
+
+
+def _marked_problem(exc: yaml.YAMLError, file: str, text: str) -> Problem:
+    """A syntax error at the line of the construct it breaks, its message naming both lines.
+
+    PyYAML's ``context_mark`` is where the construct being read opened, ``problem_mark`` where the error was
+    noticed. An unclosed ``[``, ``{`` or quote is reported on the line it opened (where the fix belongs, not where
+    the parser gave up); a block mapping or list opens where it starts, often line 1, so block-structure errors are
+    reported where they were noticed. Messages use PyYAML's one-line ``problem`` and ``context``, never ``str(exc)``,
+    which quotes the file's lines.
+    """
+    problem_mark = getattr(exc, "problem_mark", None)
+    context_mark = getattr(exc, "context_mark", None)
+    problem = str(getattr(exc, "problem", None) or type(exc).__name__)
+    context = str(getattr(exc, "context", None) or "")
+    noticed = problem_mark.line + 1 if problem_mark is not None else None
+    opened = context_mark.line + 1 if context_mark is not None else None
+    opener = _OPENERS.get(text[context_mark.index : context_mark.index + 1]) if context_mark is not None else None
+    if opener is None and isinstance(exc, yaml.parser.ParserError) and problem_mark is not None:
+        # 'a: [' ends 'while parsing a flow node' at the end of the file: find the '[' still open there.
+        flow = _open_flow(text, problem_mark.index)
+        if flow is not None:
+            opener, opened = _OPENERS[text[flow.index]], flow.line + 1
+    hint = _syntax_hint(problem)
+    if opener is not None and opened is not None:
+        where = f"noticed on line {noticed}: {problem}" if noticed not in (None, opened) else problem
+        if _unclosed(problem):
+            message = f"the {opener} opened on line {opened} is not closed ({where})"
+            hint = f"close the {opener} opened on line {opened}" + (
+                " (a quoted string ends with the same quote)" if opener == "quoted string" else ""
+            )
+        else:
+            message = f"{problem} in the {opener} opened on line {opened}" + (
+                f" (noticed on line {noticed})" if noticed not in (None, opened) else ""
+            )
+        return Problem(code="syntax_error", message=f"invalid YAML: {message}", file=file, line=opened, hint=hint)
+    if context and not context.startswith("while "):
+        message = f"{context}, {problem}"  # 'expected a single document in the stream, but found another document'
+    elif context.startswith("while parsing a block") and opened is not None and opened != noticed:
+        kind = "mapping" if "mapping" in context else "list"
+        message = f"{problem} (in the {kind} that starts on line {opened})"
+    else:
+        message = problem
+    return Problem(code="syntax_error", message=f"invalid YAML: {message}", file=file, line=noticed, hint=hint)
+
+
+def _syntax_hint(problem: str) -> str:
+    if "'\\t'" in problem:
+        return "indent with spaces: YAML does not allow tabs here"
+    if problem.startswith("expected <block end>"):
+        return "check the indentation: the keys of one mapping and the items of one list start in the same column"
+    if problem.startswith(("mapping values are not allowed", "sequence entries are not allowed")):
+        return "check the indentation, or quote a value that contains ': ' or starts with '- '"
+    return "fix the YAML syntax"
 
 
 class _Builder:

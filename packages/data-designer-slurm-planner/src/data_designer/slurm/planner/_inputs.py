@@ -65,8 +65,12 @@ def base_run_path(benchmark: BenchmarkSpec) -> str | None:
     return benchmark.base.run
 
 
-def load_base_run(benchmark: BenchmarkSpec, text: str | None = None, *, file: str) -> RunSpec:
-    """The base run of ``benchmark`` (``file`` names the benchmark): the inline one, or ``text`` of its run file."""
+def load_base_run(
+    benchmark: BenchmarkSpec, text: str | None = None, *, file: str, source: Document | None = None
+) -> RunSpec:
+    """The base run of ``benchmark`` (``file`` names the benchmark): the inline one, or ``text`` of its run file.
+
+    ``source`` is the benchmark's document: with it, problems of an inline base run carry their lines."""
     path = benchmark.base.run
     if path is not None:
         if text is None:
@@ -81,7 +85,9 @@ def load_base_run(benchmark: BenchmarkSpec, text: str | None = None, *, file: st
         return load_run(text, file=path)
     assert benchmark.base.inline is not None
     try:
-        return validate_document(RunSpec, Document(file=file, data=benchmark.base.inline), operation="benchmark.base")
+        lines = {} if source is None else source.under(("base", "inline")).lines
+        inline = Document(file=file, data=benchmark.base.inline, lines=lines)
+        return validate_document(RunSpec, inline, operation="benchmark.base")
     except InvalidInputError as exc:
         problems = [
             p.model_copy(update={"key_path": "base.inline" + (f".{p.key_path}" if p.key_path else "")})

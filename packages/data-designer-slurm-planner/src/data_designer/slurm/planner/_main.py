@@ -274,7 +274,7 @@ def _expand(args: argparse.Namespace) -> BenchmarkPlan:
     if benchmark.base.run is not None:
         base, base_source = _load_run(benchmark.base.run)
     else:
-        base = load_base_run(benchmark, file=args.file)
+        base = load_base_run(benchmark, file=args.file, source=source)
     return expand(
         benchmark,
         target.cluster,

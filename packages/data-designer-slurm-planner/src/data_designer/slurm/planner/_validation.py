@@ -99,13 +99,39 @@ def _under(key_path: str | None, hidden: set[str | None]) -> bool:
 def problems_from_validation(exc: ValidationError, document: Document, model: type[BaseModel]) -> list[Problem]:
     """One problem per offending key path; alternatives of a union are merged into one message."""
     by_path: dict[KeyPath, list[dict[str, Any]]] = {}
-    for error in exc.errors(include_url=False):
+    for raw in exc.errors(include_url=False):
+        error = _tag_error(dict(raw))
         path = _data_path(document.data, tuple(error["loc"]), error["type"])
-        by_path.setdefault(path, []).append(dict(error))
+        by_path.setdefault(path, []).append(error)
     problems = []
     for path, errors in by_path.items():
         problems.append(_problem(path, errors, document, model))
     return problems
+
+
+def _tag_error(error: dict[str, Any]) -> dict[str, Any]:
+    """A discriminated union's tag error as an error at the tag's key: a missing tag is a missing key.
+
+    ``deployments.writer`` without ``engine`` becomes ``deployments.writer.engine``, missing, reported at the
+    line of ``writer``; an unknown tag is reported at the tag's own line with the tags allowed."""
+    kind = error["type"]
+    if kind not in ("union_tag_not_found", "union_tag_invalid") or not isinstance(error.get("input"), dict):
+        return error
+    ctx = error.get("ctx") or {}
+    name = str(ctx.get("discriminator", "")).strip("'")
+    if not name.isidentifier():
+        return error  # a callable discriminator: no key to point at
+    loc = (*error["loc"], name)
+    if kind == "union_tag_not_found":
+        return {"type": "missing", "loc": loc, "msg": "Field required", "input": error["input"]}
+    expected = ctx.get("expected_tags", "")
+    return {
+        "type": "literal_error",
+        "loc": loc,
+        "msg": f"{name} {excerpt(ctx.get('tag'))} is not one of {expected}",
+        "input": ctx.get("tag"),
+        "ctx": {"hint": f"use one of: {expected}"},
+    }
 
 
 def _problem(path: KeyPath, errors: list[dict[str, Any]], document: Document, model: type[BaseModel]) -> Problem:
