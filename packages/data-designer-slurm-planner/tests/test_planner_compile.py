@@ -183,6 +183,53 @@ def test_replicas_pack_in_declared_alias_order_and_remote_ones_need_a_key() -> N
     assert "#SBATCH --gres=gpu:4\n" in plan.submission.script
 
 
+def test_memory_per_node_is_the_client_s_plus_the_replicas_there_and_reaches_the_script() -> None:
+    deployments = {
+        "writer": {"engine": "vllm", "model": "m", "tensor_parallel": 2, "replicas": 3, "memory_gb_per_replica": 20},
+        "judge": {"engine": "vllm", "model": "m", "tensor_parallel": 8},  # the default 32 GB, on each of 2 nodes
+    }
+    config = copy.deepcopy(CONFIG)
+    config["model_configs"].append({"alias": "judge", "model": "j"})
+    config["columns"].append({"name": "c", "column_type": "llm-judge", "model_alias": "judge", "prompt": "z"})
+    plan = _compile(_run(deployments=deployments, data_designer={"inline": config}, client={"memory_gb": 3}))
+    assert [(r.alias, r.node_indices, r.memory_mb) for r in plan.allocation.replicas] == [
+        ("writer", (0,), 20_000),
+        ("writer", (0,), 20_000),
+        ("writer", (1,), 20_000),
+        ("judge", (2, 3), 32_000),
+    ]
+    assert (plan.allocation.client.memory_gb, plan.allocation.client.memory_mb) == (3, 3_000)
+    # Node 0 holds the client and two writers: 3 + 20 + 20 GB; the others hold less; sbatch asks every node the most.
+    assert plan.allocation.memory_mb_per_node == 43_000
+    assert plan.submission.script is not None
+    assert "#SBATCH --mem=43000\n" in plan.submission.script
+
+
+def test_the_default_run_requests_four_cpus_and_48_gb_with_one_vllm_replica() -> None:
+    plan = _compile(_run())
+    assert (plan.allocation.cpus_per_node, plan.allocation.memory_mb_per_node) == (4 + 4, 16_000 + 32_000)
+    assert plan.run.client.memory_gb == 16
+    assert plan.run.deployments["writer"].memory_gb_per_replica == 32
+    command = {"engine": "command", "argv": ["/bin/server", "{port}"], "model": "m"}
+    small = _compile(_run(deployments={"writer": command}, client={"memory_gb": 1, "cpus": 1}))
+    assert (small.allocation.cpus_per_node, small.allocation.memory_mb_per_node) == (2, 2_000)
+    assert small.allocation.replicas[0].memory_mb == 1_000
+
+
+def test_an_exclusive_allocation_asks_for_all_of_each_node_s_memory_and_plans_what_it_needs() -> None:
+    plan = _compile(_run(submission={"exclusive": True}))
+    assert plan.submission.script is not None
+    assert "#SBATCH --mem=0\n" in plan.submission.script
+    assert "#SBATCH --exclusive\n" in plan.submission.script
+    assert plan.allocation.memory_mb_per_node == 48_000  # the least a node must have, for the cluster check
+
+
+def test_memory_is_unknown_while_the_nodes_are() -> None:
+    plan = _compile(_run(), {"gpus_per_node": "auto"})
+    assert plan.allocation.memory_mb_per_node is None
+    assert plan.allocation.replicas[0].memory_mb == 32_000
+
+
 def test_command_templates_substitute_what_is_known_and_keep_host_and_port() -> None:
     deployments = {
         "writer": {
@@ -279,8 +326,52 @@ def test_blocking_config_findings_are_problems() -> None:
 def test_served_aliases_no_column_uses_are_warnings() -> None:
     config = copy.deepcopy(CONFIG)
     config["columns"] = config["columns"][:1]
+    config["model_configs"][0]["model"] = "/m/llama"  # the deployment's: no model_mismatch warning
     plan = _compile(_run(data_designer={"inline": config}))
     assert [(w.code, w.key_path) for w in plan.warnings] == [("alias_unused", "external.nim")]
+
+
+def test_a_config_model_other_than_the_deployment_s_is_a_warning_and_the_deployment_wins() -> None:
+    plan = _compile(_run())
+    [warning] = [w for w in plan.warnings if w.code == "model_mismatch"]
+    assert warning.key_path == "deployments.writer.model"
+    assert "'meta/llama-3.1-8b-instruct'" in warning.message
+    assert "'/m/llama'" in warning.message
+    assert "the Data Designer config names model 'meta/llama-3.1-8b-instruct' for alias 'writer'" in warning.message
+    assert "(model_configs[0].model)" in warning.message
+    assert "the deployment wins (the client asks its server for 'writer')" in warning.message
+    writer = plan.allocation.client.endpoints[0]
+    assert (writer.alias, writer.model) == ("writer", "writer")
+    assert plan.allocation.replicas[0].served_name == "writer"
+
+
+def test_a_config_model_naming_the_deployment_s_model_or_served_name_is_no_warning() -> None:
+    for model in ("/m/llama", "writer"):
+        config = copy.deepcopy(CONFIG)
+        config["model_configs"][0]["model"] = model
+        plan = _compile(_run(data_designer={"inline": config}))
+        assert [w for w in plan.warnings if w.code == "model_mismatch"] == [], model
+
+
+def test_a_command_deployment_without_served_name_serves_its_model_and_the_client_asks_for_it() -> None:
+    config = copy.deepcopy(CONFIG)
+    config["model_configs"][0]["model"] = "other"
+    command = {"engine": "command", "argv": ["serve", "--port", "{port}", "--model", "{model}"], "model": "m-1"}
+    plan = _compile(_run(data_designer={"inline": config}, deployments={"writer": command}))
+    assert plan.allocation.replicas[0].served_name == "m-1"
+    assert plan.allocation.client.endpoints[0].model == "m-1"
+    [warning] = [w for w in plan.warnings if w.code == "model_mismatch"]
+    assert "'other'" in warning.message
+    assert "(the client asks its server for 'm-1')" in warning.message
+
+
+def test_an_external_model_other_than_the_config_s_is_a_warning() -> None:
+    plan = _compile(_run(external={"nim": {"endpoint": "https://api.example/v1", "model": "nvidia/other"}}))
+    [warning] = [w for w in plan.warnings if w.key_path == "external.nim.model"]
+    assert warning.code == "model_mismatch"
+    assert "'nvidia/nemotron'" in warning.message
+    assert "the run file 'nvidia/other': the run file wins" in warning.message
+    assert plan.allocation.client.endpoints[1].model == "nvidia/other"
 
 
 def test_gpus_per_node_auto_is_unresolved_without_facts_and_resolved_with_them() -> None:

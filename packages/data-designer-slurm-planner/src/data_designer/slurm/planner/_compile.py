@@ -46,11 +46,15 @@ from data_designer.slurm.planner._digest import MAX_RUN_SEED, canonical_json_dat
 from data_designer.slurm.planner._document import Document
 from data_designer.slurm.planner._layout import PackingError, chunk_shards, pack_replicas, shard_ranges
 from data_designer.slurm.planner._limits import run_limit_problems
+from data_designer.slurm.planner._model_names import model_mismatches, served_model
 from data_designer.slurm.planner._sbatch import ScriptRequest, render_script, slurm_path_problems
 from data_designer.slurm.planner._sbatch_options import resolve_sbatch_options
 
 SIGNAL_SLACK_S = 60
 """Slurm may deliver the warning signal up to this much earlier than asked."""
+
+MB_PER_GB = 1000
+"""The run file's ``*_gb`` memory in Slurm's MB (``--mem``): decimal, so ``memory_gb: 4`` fits a 4000 MB node."""
 
 
 class _Problems:
@@ -103,6 +107,7 @@ def compile(
     problems.items.extend(slurm_path_problems(profile.workspace_root, what="workspace root", key_path="workspace_root"))
     shards = _shards(run, problems)
     aliases = _check_aliases(run, summary, len(shards), config.file, problems, warnings)
+    warnings.extend(model_mismatches(run, summary))
 
     replicas = _replicas(run, profile, packing_gpus, registry, problems, unresolved)
     launcher, compute_image = _launcher(profile, registry, problems, unresolved)
@@ -123,12 +128,13 @@ def compile(
     time_limit = format_time_limit(time_limit_s)
     whole_node = profile.gpu_request == "whole_node"
     exclusive = run.submission.exclusive or whole_node
-    nodes, cpus_per_node, gres = _shape(replicas, client, packing_gpus)
+    nodes, cpus_per_node, memory_mb_per_node, gres = _shape(replicas, client, packing_gpus)
     allocation = AllocationPlan(
         nodes=nodes,
         gpus_per_node=gpus_per_node,
         gpus=sum(r.gpus for r in replicas),
         cpus_per_node=cpus_per_node,
+        memory_mb_per_node=memory_mb_per_node,
         partition=partition,
         account=account,
         time_limit=time_limit,
@@ -144,11 +150,12 @@ def compile(
 
     script: str | None = None
     extra_args: tuple[str, ...] = ()
-    if nodes is not None and cpus_per_node is not None and launcher is not None:
+    if nodes is not None and cpus_per_node is not None and memory_mb_per_node is not None and launcher is not None:
         rendered = render_script(
             ScriptRequest(
                 nodes=nodes,
                 cpus_per_node=cpus_per_node,
+                memory_mb_per_node=memory_mb_per_node,
                 gres_gpus_per_node=0 if whole_node else gres,
                 exclusive=exclusive,
                 time_limit=time_limit,
@@ -365,12 +372,13 @@ def _replicas(
                 alias=alias,
                 replica=replica,
                 engine=deployment.engine,
-                served_name=alias,
+                served_name=served_model(deployment, alias),
                 node_indices=placement.node_indices if placement is not None else None,
                 gpus_per_node=placement.gpus_per_node if placement is not None else min(gpus, gpus_per_node or gpus),
                 gpu_indices=placement.gpu_indices if placement is not None else None,
                 gpus=gpus,
                 cpus=cpus,
+                memory_mb=deployment.memory_gb_per_replica * MB_PER_GB,
                 argv=argv,
                 environment=dict(base_env),
                 pass_environment=tuple(dict.fromkeys([*profile.environment, *deployment.environment])),
@@ -473,7 +481,7 @@ def _client(
                 EndpointPlan(
                     alias=alias,
                     kind="deployed",
-                    model=_served_model(run.deployments[alias], alias),
+                    model=served_model(run.deployments[alias], alias),
                     replicas=tuple(i for i, r in enumerate(replicas) if r.alias == alias),
                     concurrency=concurrency,
                 )
@@ -508,6 +516,7 @@ def _client(
         batch_size=settings.batch_size,
         cpus=settings.cpus,
         memory_gb=settings.memory_gb,
+        memory_mb=settings.memory_gb * MB_PER_GB,
         endpoints=tuple(endpoints),
         pass_environment=tuple(dict.fromkeys([*profile.environment, *keys])),
         image=image,
@@ -516,18 +525,24 @@ def _client(
 
 def _shape(
     replicas: Sequence[ReplicaPlan], client: ClientPlan, gpus_per_node: int | None
-) -> tuple[int | None, int | None, int]:
-    """(nodes, CPUs per node, GPUs requested per node) of the allocation; counts None while GPUs/node are unknown."""
+) -> tuple[int | None, int | None, int | None, int]:
+    """(nodes, CPUs per node, memory per node in MB, GPUs requested per node) of the allocation; counts None while
+    GPUs/node are unknown.
+
+    Each is the most any node holds (one task per node, so sbatch asks the same of every node): the client's on
+    node 0 plus every replica's on each of its nodes."""
     if gpus_per_node is None:
-        return None, None, 0
+        return None, None, None, 0
     cpus: dict[int, int] = {0: client.cpus}
+    memory: dict[int, int] = {0: client.memory_mb}
     gpus: dict[int, int] = {0: 0}
     for replica in replicas:
         assert replica.node_indices is not None
         for node in replica.node_indices:
             cpus[node] = cpus.get(node, 0) + replica.cpus
+            memory[node] = memory.get(node, 0) + replica.memory_mb
             gpus[node] = gpus.get(node, 0) + replica.gpus_per_node
-    return len(cpus), max(cpus.values()), max(gpus.values())
+    return len(cpus), max(cpus.values()), max(memory.values()), max(gpus.values())
 
 
 def _resolved_run(
@@ -551,11 +566,3 @@ def _resolved_run(
     )
     source = run.data_designer.model_copy(update={"config": None, "inline": config})
     return run.model_copy(update={"data_designer": source, "client": client, "submission": submission})
-
-
-def _served_model(deployment: VllmDeployment | CommandDeployment, alias: str) -> str:
-    """The model name a deployed server answers to: vLLM serves the alias (--served-model-name); a command
-    template serves the alias only where it passes ``{served_name}``, else the deployment's ``model``."""
-    if isinstance(deployment, VllmDeployment) or any("{served_name}" in part for part in deployment.argv):
-        return alias
-    return deployment.model
