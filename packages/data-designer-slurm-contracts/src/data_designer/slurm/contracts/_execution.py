@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt
 
+from data_designer.slurm.contracts._plan import PlanWarning
 from data_designer.slurm.contracts._types import FROZEN
 from data_designer.slurm.contracts.records import SubmittedJob
 
@@ -31,3 +32,6 @@ class ExecuteResult(BaseModel):
     recovered: NonNegativeInt = Field(description="Chunks an earlier call had already submitted (found by name).")
     resumed: bool = Field(description="True with --run-id: an existing run was submitted again.")
     submission_record: str = Field(description="The submission record this call wrote (absolute path).")
+    warnings: tuple[PlanWarning, ...] = Field(
+        default=(), description="The plan's warnings (as the dry run shows them): submitted all the same."
+    )
