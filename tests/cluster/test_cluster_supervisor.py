@@ -199,3 +199,38 @@ def test_a_replica_spanning_two_nodes_probes_a_port_on_each_and_serves_with_the_
     assert started.base_url == f"http://127.0.0.1:{started.ports[0].port}/v1"
     answers = json.loads((run.layout.attempt_dir(0, 1) / "stand-in-answers.json").read_text())
     assert [a["text"].split()[0] for a in answers["answers"]] == [f"replica=writer-{started.port}"]
+
+
+def sacct_rows(local_slurm: Mapping[str, str], job_id: str, *, names: set[str]) -> dict[str, tuple[str, str]]:
+    """``JobName -> (ReqMem, AllocTRES)`` of a job's rows, waiting until every one of ``names`` has one."""
+    runner = SubprocessRunner(overrides={k: v for k, v in local_slurm.items() if k in ("SLURM_CONF", "PATH")})
+    argv = ["sacct", "-j", job_id, "-o", "JobName,ReqMem,AllocTRES", "-P", "-n"]
+    deadline = time.monotonic() + 30
+    while True:
+        result = runner.run(argv, timeout_s=30)
+        rows = {name: (mem, tres) for name, mem, tres in (line.split("|") for line in result.stdout.splitlines())}
+        if names <= set(rows):
+            return rows
+        assert time.monotonic() < deadline, result.stdout
+        time.sleep(0.5)
+
+
+def test_the_client_s_memory_reaches_the_allocation_and_each_step_takes_only_its_own(
+    tmp_path: Path, local_slurm: dict[str, str]
+) -> None:
+    plan = compile_plan(tmp_path, local_slurm, shards=1)  # client.memory_gb: 1, two 1 GB replicas on node 0
+    assert (plan.allocation.client.memory_mb, plan.allocation.memory_mb_per_node) == (1_000, 3_000)
+    assert plan.submission.script is not None
+    assert "#SBATCH --mem=3000\n" in plan.submission.script
+    run = submit(tmp_path, local_slurm, plan)
+    status, _ = run.wait_for_status(0, timeout_s=120)
+    assert_nothing_left(run, local_slurm, str(tmp_path))
+
+    # Both replicas had to be ready at once: a step asking for all of the job's memory would have blocked the other.
+    assert status.status == "succeeded", run.diagnosis()
+    rows = sacct_rows(local_slurm, run.job_id, names={"writer-r0", "writer-r1"})
+    job = rows[f"{run.layout.run_id}-c0"]
+    assert job[0] == "3000M", rows  # ReqMem: --mem per node, as planned
+    assert "mem=3000M" in job[1], rows
+    for step in ("writer-r0", "writer-r1"):
+        assert "mem=1000M" in rows[step][1].split(","), rows

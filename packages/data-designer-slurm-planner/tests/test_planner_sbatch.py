@@ -19,6 +19,7 @@ from data_designer.slurm.planner._sbatch import (
 REQUEST = ScriptRequest(
     nodes=2,
     cpus_per_node=8,
+    memory_mb_per_node=48_000,
     gres_gpus_per_node=4,
     exclusive=False,
     time_limit="1-00:00:00",
@@ -40,6 +41,7 @@ def test_the_script_in_full() -> None:
         "#SBATCH --nodes=2\n"
         "#SBATCH --ntasks-per-node=1\n"
         "#SBATCH --cpus-per-task=8\n"
+        "#SBATCH --mem=48000\n"
         "#SBATCH --gres=gpu:4\n"
         "#SBATCH --time=1-00:00:00\n"
         "#SBATCH --partition=gpu\n"
@@ -56,6 +58,8 @@ def test_requeue_exclusive_and_no_gpus() -> None:
     assert "#SBATCH --requeue\n" in script
     assert "--no-requeue" not in script
     assert "#SBATCH --exclusive\n" in script
+    assert "#SBATCH --mem=0\n" in script  # an exclusive node's memory is all the job's, whatever the plan needs
+    assert "--mem=48000" not in script
     assert "--gres" not in script
     assert "--account" not in script
 

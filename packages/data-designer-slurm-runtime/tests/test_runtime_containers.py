@@ -255,7 +255,7 @@ def test_a_supervisor_already_in_the_client_s_apptainer_image_runs_the_client_as
     assert client_command(plan, CLIENT_ARGV, layout=LAYOUT, environ=other)[:2] == ["apptainer", "exec"]
 
 
-def test_the_pyxis_client_step_takes_no_gpu_and_its_memory_share() -> None:
+def test_the_pyxis_client_step_takes_no_gpu_and_its_planned_memory() -> None:
     argv = client_command(container_plan("pyxis"), CLIENT_ARGV, layout=LAYOUT, environ=JOB_ENV)
     assert argv[: argv.index("python3")][:10] == [
         "srun",
@@ -269,9 +269,10 @@ def test_the_pyxis_client_step_takes_no_gpu_and_its_memory_share() -> None:
         "--kill-on-bad-exit=1",
         "--gres=none",
     ]
-    assert "--mem=8000M" in argv
+    assert [word for word in argv if word.startswith("--mem")] == ["--mem=4000M"]  # client.memory_gb: 4
     without_gres = client_command(container_plan("pyxis"), CLIENT_ARGV, layout=LAYOUT, environ={})
-    assert not [word for word in without_gres if word.startswith(("--gres", "--mem"))]
+    assert not [word for word in without_gres if word.startswith("--gres")]
+    assert [word for word in without_gres if word.startswith("--mem")] == ["--mem=4000M"]
 
 
 # -- the shims ---------------------------------------------------------------------------------------------------

@@ -265,7 +265,7 @@ def test_every_step_is_an_srun_with_explicit_resources(workspace: Path) -> None:
             f"--job-name=writer-r{replica}",
             "--kill-on-bad-exit=1",
             "--gres=gpu:1",
-            "--mem=2000M",
+            "--mem=1000M",  # the plan's memory_gb_per_replica (a command deployment's default 1), not a job share
         ]
         assert call[command + 1 : command + 3] == ["-m", "data_designer.slurm.runtime._launch"]
         assert "{port}" in call, "the server argv reaches the launcher as a template"
@@ -349,11 +349,31 @@ def test_client_endings_are_classified(workspace: Path, mode: str, status: str) 
     assert outcome.returncode == EXIT_CODES[status], outcome.stderr
     assert outcome.status.status == status
     assert outcome.status.step == "client"
+    assert outcome.status.records == 0
     if mode.startswith("exit"):
-        assert outcome.status.message == f"the client worker exited {mode[4:]}"
+        assert outcome.status.message == (
+            f"the client worker exited {mode[4:]} without a client-error.json; its last log line: "
+            f"stand-in: failing with {mode}; fix: read logs/client.log"
+        )
         assert outcome.status.log_tail == (f"stand-in: failing with {mode}",)
     else:
-        assert "without a valid output/manifest.json" in outcome.status.message
+        assert outcome.status.message == (
+            "the client worker exited 0 without a valid output/manifest.json; fix: read logs/client.log"
+        )
+
+
+def test_a_client_error_s_status_names_the_worker_s_cause_and_fix(workspace: Path) -> None:
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
+    outcome = run_supervisor(workspace, plan, STAND_IN_MODE="client-error")
+
+    assert outcome.returncode == EXIT_CODES["client_error"], outcome.stderr
+    assert (outcome.status.status, outcome.status.step, outcome.status.records) == ("client_error", "client", 0)
+    assert outcome.status.message == (
+        "the client worker exited 3: ModelNotFoundError: The specified model 'writer' could not be found while "
+        "running health checks; fix: set deployments.writer.model to the name the server serves (its /v1/models "
+        "lists it)"
+    )
+    assert outcome.status.log_tail == ("stand-in: failing with a client-error.json",), "the log stays as evidence"
 
 
 @pytest.mark.parametrize(

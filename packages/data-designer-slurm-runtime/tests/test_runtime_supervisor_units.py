@@ -12,7 +12,7 @@ import pytest
 from data_designer.slurm.contracts import ClusterFacts, ClusterProfile, ExecutionPlan, ReplicaPlan, __version__
 from data_designer.slurm.planner import compile, load_run, resolve_config
 from data_designer.slurm.runtime.scheduler._command import CommandResult
-from data_designer.slurm.runtime.supervisor._containers import step_memory_mb
+from data_designer.slurm.runtime.supervisor._containers import step_limits
 from data_designer.slurm.runtime.supervisor._environment import (
     SetupError,
     check_environment,
@@ -37,6 +37,7 @@ def replica(**changes: Any) -> ReplicaPlan:
         gpu_indices=(0, 1, 2, 3),
         gpus=8,
         cpus=6,
+        memory_mb=24_000,
         argv=("serve", "--port", "{port}"),
         environment={"HF_HOME": "/hf"},
         pass_environment=(),
@@ -63,6 +64,7 @@ def test_a_multi_node_replica_is_one_task_per_node_from_its_first_node() -> None
         "--job-name=big-r1",
         "--kill-on-bad-exit=1",
         "--gres=gpu:4",
+        "--mem=24000M",
         PYTHON,
         "-m",
         "data_designer.slurm.runtime._launch",
@@ -99,17 +101,18 @@ def test_a_job_without_gres_gets_no_gres_flag_and_the_planned_gpu_positions() ->
 
 
 @pytest.mark.parametrize(
-    ("environ", "expected"),
+    "environ",
     [
-        ({"SLURM_MEM_PER_NODE": "64000", "SLURM_CPUS_ON_NODE": "32"}, 12000),
-        ({"SLURM_MEM_PER_NODE": "64000"}, None),
-        ({"SLURM_MEM_PER_CPU": "1000", "SLURM_CPUS_ON_NODE": "32"}, None),
-        ({"SLURM_MEM_PER_NODE": "x", "SLURM_CPUS_ON_NODE": "32"}, None),
-        ({"SLURM_MEM_PER_NODE": "10", "SLURM_CPUS_ON_NODE": "0"}, None),
+        {"SLURM_MEM_PER_NODE": "64000", "SLURM_CPUS_ON_NODE": "32"},
+        {"SLURM_MEM_PER_CPU": "1000", "SLURM_CPUS_ON_NODE": "32"},
+        {},
     ],
 )
-def test_a_step_takes_its_cpu_share_of_the_job_s_memory(environ: dict[str, str], expected: int | None) -> None:
-    assert step_memory_mb(6, environ) == expected
+def test_a_step_takes_the_memory_the_plan_gives_it_whatever_the_job_holds(environ: dict[str, str]) -> None:
+    # srun's default would be all of the job's memory on the node (SLURM_MEM_PER_NODE), blocking every later step.
+    assert step_limits(gpus_per_node=0, memory_mb=1_500, environ=environ) == ["--mem=1500M"]
+    argv = srun_argv(replica(memory_mb=7_000), python=PYTHON, port_dir=Path("/p"), environ=environ)
+    assert [word for word in argv if word.startswith("--mem")] == ["--mem=7000M"]
 
 
 def test_node_addresses_are_parsed_from_one_line_per_node() -> None:

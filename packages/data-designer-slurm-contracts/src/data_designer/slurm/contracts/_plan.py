@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt
 
+from data_designer.slurm.contracts._cluster_facts import PartitionFacts
 from data_designer.slurm.contracts._profile import WorkspaceSharing
 from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts._run import RunSpec
@@ -29,6 +30,14 @@ class ClusterFacts(BaseModel):
         default=None, description="None: unknown (profile says auto, not probed)."
     )
     max_array_size: PositiveInt = Field(default=1001, description="Slurm MaxArraySize: array indices are < this.")
+    partitions: tuple[PartitionFacts, ...] = Field(
+        default=(),
+        description="The partitions as Slurm described them (nodes, CPUs, memory, GPUs, MaxTime); empty: not asked "
+        "(a dry run without --cluster-check). Never part of a plan: compile reads only the two fields above.",
+    )
+
+    def partition(self, name: str) -> PartitionFacts | None:
+        return next((p for p in self.partitions if p.name == name), None)
 
 
 class ImageRecord(BaseModel):
@@ -108,7 +117,11 @@ class ReplicaPlan(BaseModel):
         description="On each of its nodes, the 0-based positions among the job's GPUs there; None while unknown.",
     )
     gpus: NonNegativeInt = Field(description="GPUs in total (tensor x pipeline parallel for vLLM).")
-    cpus: PositiveInt
+    cpus: PositiveInt = Field(description="CPUs the replica's step takes on each of its nodes (srun --cpus-per-task).")
+    memory_mb: PositiveInt = Field(
+        description="Memory the replica's step takes on each of its nodes, MB (srun --mem): the deployment's "
+        "memory_gb_per_replica x 1000. Explicit, so no step takes all of the job's memory and blocks the next."
+    )
     argv: tuple[str, ...] = Field(
         description="Exact argv template: '{host}' and '{port}' are bound in the allocation (bind probe); a per-attempt "
         "key travels only in the environment (DDSLURM_SERVER_API_KEY; vLLM reads VLLM_API_KEY); '{{' and '}}' are "
@@ -156,6 +169,10 @@ class ClientPlan(BaseModel):
     batch_size: PositiveInt
     cpus: PositiveInt
     memory_gb: PositiveInt
+    memory_mb: PositiveInt = Field(
+        description="The client's memory on node 0, MB (client.memory_gb x 1000): part of the job's memory there "
+        "(the client runs in the batch step), or its own step's --mem when it runs in a pyxis image."
+    )
     endpoints: tuple[EndpointPlan, ...]
     pass_environment: tuple[str, ...] = Field(
         default=(),
@@ -174,6 +191,13 @@ class AllocationPlan(BaseModel):
     gpus_per_node: NonNegativeInt | None
     gpus: NonNegativeInt = Field(description="GPUs used by all replicas together.")
     cpus_per_node: PositiveInt | None = Field(description="CPUs per task on each node; None while nodes are unknown.")
+    memory_mb_per_node: PositiveInt | None = Field(
+        description="Memory the allocation needs on each node, MB: the most any one node holds of the client's "
+        "memory (node 0: client.memory_gb x 1000) plus the memory_mb of the replicas placed there. The batch "
+        "script asks for it with '--mem=<this>' (per node; every node gets the same), or for all of each node's "
+        "memory with '--mem=0' when the allocation is exclusive, where this is the least a node must have. "
+        "None while nodes are unknown."
+    )
     partition: str
     account: str | None
     time_limit: str

@@ -6,8 +6,10 @@ and runs the Data Designer client against them; aliases not deployed may use an 
 OpenAI-compatible endpoint whose API key is named by an environment variable.
 
 Durations are integer seconds in keys ending in ``_s``; the Slurm time limit is a Slurm time
-string. Every value that becomes a process argument is printable text: safety comes from never
-passing authored text through a shell, not from rejecting characters.
+string. Memory is whole GB in keys ending in ``_gb``, each 1000 of Slurm's MB (``--mem=<gb * 1000>``); the plan
+asks, per node, for the client's memory plus that of the replicas on the node. Every value that becomes a process
+argument is printable text: safety comes from never passing authored text through a shell, not from rejecting
+characters.
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ class VllmDeployment(BaseModel):
     pipeline_parallel: PositiveInt = Field(default=1, description="Pipeline stages; stages beyond one node span nodes.")
     replicas: PositiveInt = 1
     cpus_per_replica: PositiveInt = Field(default=4, description="CPUs the replica takes on each of its nodes.")
+    memory_gb_per_replica: PositiveInt = Field(
+        default=32, description="Memory (GB of 1000 MB) the replica takes on each of its nodes: its step's --mem."
+    )
     engine_args: dict[str, EngineArgValue] = Field(
         default_factory=dict, description="Extra 'vllm serve' flags without leading dashes, e.g. {max-num-seqs: 256}."
     )
@@ -97,6 +102,9 @@ class CommandDeployment(BaseModel):
     model: PrintableText
     gpus_per_replica: NonNegativeInt = 1
     cpus_per_replica: PositiveInt = 1
+    memory_gb_per_replica: PositiveInt = Field(
+        default=1, description="Memory (GB of 1000 MB) the replica takes on each of its nodes: its step's --mem."
+    )
     replicas: PositiveInt = 1
     health_path: UrlPath = Field(default="/health", description="Absolute URL path polled on the replica's port.")
     image: PrintableText | None = None
@@ -127,8 +135,10 @@ class ClientSettings(BaseModel):
     concurrency: dict[Name, PositiveInt] = Field(default_factory=dict, description="Parallel requests per model alias.")
     default_concurrency: PositiveInt = 32
     batch_size: PositiveInt = Field(default=100, description="Records per batch (the unit of progress and resume).")
-    cpus: PositiveInt = 4
-    memory_gb: PositiveInt = 16
+    cpus: PositiveInt = Field(default=4, description="CPUs of the client on node 0 (the replicas there add theirs).")
+    memory_gb: PositiveInt = Field(
+        default=16, description="Memory (GB of 1000 MB) of the client on node 0 (the replicas there add theirs)."
+    )
     image: PrintableText | None = None
 
 

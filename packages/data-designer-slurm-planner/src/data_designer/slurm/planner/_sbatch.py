@@ -1,7 +1,7 @@
 """The batch script of an allocation (pure text rendering).
 
 The script holds no authored argv. Its ``#SBATCH`` lines come only from validated values (counts,
-the canonical time limit, the signal lead, requeue, and partition/account names that are plain
+the memory per node in MB, or ``--mem=0``, all of each node's, with ``--exclusive``; the canonical time limit, the signal lead, requeue, and partition/account names that are plain
 tokens); its body checks that the launcher can import the runtime (else it exits with the supervisor's
 ``environment_mismatch`` code, 6) and ``exec``s the allocation supervisor, which reads every server
 and client argv from ``plan.json`` and runs them without a shell. The launcher words (the compute Python, or
@@ -42,6 +42,7 @@ class ScriptRequest:
 
     nodes: int
     cpus_per_node: int
+    memory_mb_per_node: int
     gres_gpus_per_node: int
     exclusive: bool
     time_limit: str
@@ -85,6 +86,8 @@ def render_script(request: ScriptRequest) -> RenderedScript:
         "#SBATCH --ntasks-per-node=1",
         f"#SBATCH --cpus-per-task={request.cpus_per_node}",
     ]
+    # Memory per node, so a step's explicit share of it is all it can take; an exclusive node's is all of it.
+    lines.append(f"#SBATCH --mem={0 if request.exclusive else request.memory_mb_per_node}")
     if request.exclusive:
         lines.append("#SBATCH --exclusive")
     if request.gres_gpus_per_node:

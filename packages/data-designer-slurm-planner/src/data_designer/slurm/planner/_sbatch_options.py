@@ -76,7 +76,8 @@ RESERVED_SBATCH_OPTIONS: Mapping[str, str] = {
     "ntasks-per-gpu": _RESOURCES,
     "cpus-per-task": "set the client's 'cpus' in the run file; the plan sums CPUs per node",
     "cpus-per-gpu": _RESOURCES,
-    "mem": "set the client's 'memory_gb' in the run file",
+    "mem": "set the client's 'memory_gb' and the deployments' 'memory_gb_per_replica' in the run file; the plan "
+    "sums memory per node",
     "mem-per-cpu": _RESOURCES,
     "mem-per-gpu": _RESOURCES,
     "gres": _RESOURCES,

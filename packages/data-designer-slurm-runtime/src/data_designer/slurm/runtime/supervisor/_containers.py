@@ -19,9 +19,9 @@ when the deployment's ``model`` is absolute, and for pyxis the directory holding
 mount path holding ``,`` or ``:`` cannot be written in either runtime's mount syntax: the attempt ends
 ``invalid_config`` naming it.
 
-Both kinds of step share the resource rules of this module: a step takes no GPU unless it asks for some
-(:func:`job_has_gpus`: ``--gres=none`` in a job holding GRES) and its share of the job's memory
-(:func:`step_memory_mb`).
+Both kinds of step share the resource rules of this module (:func:`step_limits`): a step takes no GPU unless it
+asks for some (:func:`job_has_gpus`: ``--gres=none`` in a job holding GRES) and exactly the memory the plan gives
+it (``--mem``), never the whole job's.
 """
 
 from __future__ import annotations
@@ -188,32 +188,25 @@ def client_command(
         f"--job-name={CLIENT_STEP}",
         "--kill-on-bad-exit=1",
     ]
-    step += step_limits(cpus=client.cpus, gpus_per_node=0, environ=environ)
+    step += step_limits(gpus_per_node=0, memory_mb=client.memory_mb, environ=environ)
     return [*step, *pyxis_options(path, binds, site.run_dir), *argv]
 
 
-def step_limits(*, cpus: int, gpus_per_node: int, environ: Mapping[str, str]) -> list[str]:
-    """A step's ``--gres`` (when the job holds GPUs as GRES; ``none`` for a step without) and ``--mem`` share."""
+def step_limits(*, gpus_per_node: int, memory_mb: int, environ: Mapping[str, str]) -> list[str]:
+    """A step's ``--gres`` (when the job holds GPUs as GRES; ``none`` for a step without) and its planned memory per
+    node, ``--mem=<memory_mb>M``.
+
+    The memory is always explicit: srun's default is all of the job's memory on the node (it reads the job's
+    ``SLURM_MEM_PER_NODE``), which would make every later step wait for the first. The batch step (the supervisor
+    and a client outside pyxis) holds no share the steps must leave: Slurm does not count it against them.
+    """
     limits = []
     if job_has_gpus(environ):
         limits.append(f"--gres=gpu:{gpus_per_node}" if gpus_per_node else "--gres=none")
-    memory = step_memory_mb(cpus, environ)
-    if memory is not None:
-        limits.append(f"--mem={memory}M")
+    limits.append(f"--mem={memory_mb}M")
     return limits
 
 
 def job_has_gpus(environ: Mapping[str, str]) -> bool:
     """Whether the job holds GPUs as Slurm GRES (a whole-node job without ``--gres`` does not)."""
     return bool(environ.get("SLURM_JOB_GPUS") or environ.get("SLURM_GPUS_ON_NODE"))
-
-
-def step_memory_mb(cpus: int, environ: Mapping[str, str]) -> int | None:
-    """A step's share of a job given ``--mem`` (per node), in proportion to its CPUs; None: Slurm's per-CPU default.
-
-    Without it a step would take all of the job's memory on the node and the next step would wait for it.
-    """
-    per_node, cpus_on_node = environ.get("SLURM_MEM_PER_NODE", ""), environ.get("SLURM_CPUS_ON_NODE", "")
-    if not (per_node.isdigit() and cpus_on_node.isdigit()) or int(cpus_on_node) == 0:
-        return None
-    return max(1, int(per_node) * cpus // int(cpus_on_node))

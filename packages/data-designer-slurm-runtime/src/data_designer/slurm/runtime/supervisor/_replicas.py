@@ -1,7 +1,7 @@
 """Server replicas as ``srun`` steps: the step command line, spawning, probed ports, readiness, stopping.
 
-Each replica is one step with explicit resources (``--exact``, one task per node of the replica, its CPUs
-and GPUs per node, ``--relative`` to its first node), so two steps on one node start together on disjoint
+Each replica is one step with explicit resources (``--exact``, one task per node of the replica, its CPUs,
+GPUs and memory per node, ``--relative`` to its first node), so two steps on one node start together on disjoint
 Slurm-assigned GPUs. The step runs the launcher (``data_designer.slurm.runtime._launch``), which probes a
 free port on its node, publishes it and execs the server; a replica with an image runs in it (``_containers``:
 pyxis puts the whole step in the container, apptainer wraps the server argv). Readiness is the replica's health
@@ -85,7 +85,7 @@ def srun_argv(
         f"--job-name={step_name(replica)}",
         "--kill-on-bad-exit=1",
     ]
-    argv += step_limits(cpus=replica.cpus, gpus_per_node=replica.gpus_per_node, environ=environ)
+    argv += step_limits(gpus_per_node=replica.gpus_per_node, memory_mb=replica.memory_mb, environ=environ)
     argv += [*parts.srun_options, *parts.launcher, "--port-dir", str(port_dir)]
     argv += ["--alias", replica.alias, "--replica", str(replica.replica), "--bind-host", bind_host(replica)]
     return [*argv, "--", *parts.template_prefix, *replica.argv]
