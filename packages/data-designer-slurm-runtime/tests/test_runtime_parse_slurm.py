@@ -188,11 +188,25 @@ def test_array_index_ranges() -> None:
 
 def test_sinfo_partitions() -> None:
     rows = parse_sinfo(data("sinfo.txt"))
-    assert [(r.name, r.default, r.nodes, r.gres) for r in rows] == [
-        ("cpu", True, 4, "gpu:2"),
-        ("gpu", False, 4, "gpu:2"),
+    assert [(r.name, r.default, r.nodes, r.node_state, r.cpus, r.memory_mb, r.gres) for r in rows] == [
+        ("cpu", True, 1, "mix", 4, 4000, "gpu:2"),
+        ("cpu", True, 3, "idle", 4, 4000, "gpu:2"),
+        ("gpu", False, 1, "mix", 4, 4000, "gpu:2"),
+        ("gpu", False, 3, "idle", 4, 4000, "gpu:2"),
+        ("short", False, 4, "idle", 4, 4000, "gpu:2"),
     ]
-    assert rows[0].time_limit == "infinite"
+    assert [r.time_limit for r in rows] == ["infinite"] * 4 + ["30:00"]
+
+
+@pytest.mark.parametrize(("cpus", "memory", "expected"), [("4+", "4000+", (4, 4000)), ("N/A", "N/A", (None, None))])
+def test_sinfo_counts_of_differing_or_unknown_nodes(cpus: str, memory: str, expected: tuple[int | None, int | None]) -> None:
+    (row,) = parse_sinfo(f"gpu|up|1-00:00:00|2|idle|node[1-2]|{cpus}|{memory}|gpu:2\n")
+    assert (row.cpus, row.memory_mb) == expected
+
+
+def test_sinfo_with_the_old_seven_fields_is_unreadable() -> None:
+    with pytest.raises(SlurmOutputError, match="expected 9"):
+        parse_sinfo("cpu*|up|infinite|4|idle|node[1-4]|gpu:2\n")
 
 
 def test_scontrol_show_config() -> None:
@@ -232,7 +246,8 @@ def test_the_parse_error_is_an_unavailable_error_of_the_tree() -> None:
 @pytest.mark.parametrize(
     ("parser", "text"),
     [
-        (parse_sinfo, "cpu*|up|infinite|²|idle|node1|gpu:2\n"),
+        (parse_sinfo, "cpu*|up|infinite|²|idle|node1|4|4000|gpu:2\n"),
+        (parse_sinfo, "cpu*|up|infinite|1|idle|node1|٤|4000|gpu:2\n"),
         (parse_sbatch, "١٢\n"),
         (parse_squeue, "١|N/A|1|RUNNING|None|n|2026-01-01T00:00:00|N/A|x\n"),
         (parse_sacct, "1|1|RUNNING|٣:0|None|n|2026-01-01T00:00:00|Unknown|Unknown|x\n"),

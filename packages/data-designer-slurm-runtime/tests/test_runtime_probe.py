@@ -260,10 +260,10 @@ def test_an_unanswering_sacctmgr_fails_the_account_check(fake: FakeSlurm, worksp
 @pytest.mark.parametrize(
     ("sinfo", "expected"),
     [
-        ("cpu*|up|infinite|4|idle|node[1-4]|(null)\ngpu|up|infinite|2|idle|node[1-2]|gpu:2\n"
-         "gpu|up|infinite|2|idle|node[3-4]|gpu:a100:4(S:0-1)\n",
+        ("cpu*|up|infinite|4|idle|node[1-4]|4|4000|(null)\ngpu|up|infinite|2|idle|node[1-2]|4|4000|gpu:2\n"
+         "gpu|up|infinite|2|idle|node[3-4]|4|4000|gpu:a100:4(S:0-1)\n",
          "differ in GPUs per node: 2 on node[1-2], 4 on node[3-4]"),
-        ("cpu*|up|infinite|4|idle|node[1-4]|(null)\ngpu|up|infinite|4|idle|node[1-4]|(null)\n",
+        ("cpu*|up|infinite|4|idle|node[1-4]|4|4000|(null)\ngpu|up|infinite|4|idle|node[1-4]|4|4000|(null)\n",
          "the nodes of partition 'gpu' have no GPU GRES"),
     ],
 )  # fmt: skip
@@ -276,7 +276,7 @@ def test_gpus_that_cannot_be_resolved_fail(fake: FakeSlurm, workspace: Path, sin
 
 
 def test_a_partition_that_is_down_fails(fake: FakeSlurm, workspace: Path) -> None:
-    sinfo = "cpu*|down|infinite|4|down|node[1-4]|gpu:2\ngpu|up|infinite|4|idle|node[1-4]|gpu:2\n"
+    sinfo = "cpu*|down|infinite|4|down|node[1-4]|4|4000|gpu:2\ngpu|up|infinite|4|idle|node[1-4]|4|4000|gpu:2\n"
     report = probe(fake, cluster_of(workspace), ComputeNode(fake, replace_output={"sinfo": sinfo}))
 
     assert report.check("cpu_partition").status == "failed"

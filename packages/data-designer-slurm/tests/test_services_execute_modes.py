@@ -118,6 +118,8 @@ def test_a_private_workspace_is_0700_and_0600_and_snapshots_are_no_wider_than_th
         f"runs/{RUN_ID}/run.json": 0o600,
         f"runs/{RUN_ID}/submissions": 0o700,
         f"runs/{RUN_ID}/submissions/0001.json": 0o600,
+        "cluster": 0o700,  # the facts cache, asked afresh and checked before the run directory was made
+        "cluster/facts.json": 0o600,
     }
     plan = ExecutionPlan.model_validate_json(layout.plan_record.read_bytes())
     assert plan.allocation.workspace_sharing == "private"
@@ -133,6 +135,7 @@ def test_a_group_workspace_is_setgid_0770_and_0660_but_a_private_seed_stays_priv
     directories = {name for name in modes if (layout.root / name).is_dir()}
     assert {modes[name] for name in directories} == {0o2770}
     records = {f"{run}/inputs/manifest.json", f"{run}/plan.json", f"{run}/run.json", f"{run}/submissions/0001.json"}
+    records.add("cluster/facts.json")
     assert {modes[name] for name in records} == {0o660}
     plan = ExecutionPlan.model_validate_json(layout.plan_record.read_bytes())
     assert plan.allocation.workspace_sharing == "group"

@@ -31,8 +31,9 @@ from data_designer.slurm.contracts import (
     ProfileValidation,
     UnavailableError,
 )
+from data_designer.slurm.contracts.records import FACTS_SCHEMA
 from data_designer.slurm.planner import ProfileTemplate, render_profile
-from data_designer.slurm.runtime import CommandResult
+from data_designer.slurm.runtime import CommandResult, RecordOk, read_record
 from data_designer.slurm.runtime.testing import CountingRunner, FakeSlurm
 from data_designer.slurm.services import validate_profile
 
@@ -105,6 +106,10 @@ def test_a_passing_probe_is_part_of_the_validation(tmp_path: Path, fake: FakeSlu
     assert result.probe.gpus_per_node_resolved == 2
     assert result.clusters[0].gpus_per_node == "auto", "the summary shows the profile as written"
     assert ProfileValidation.model_validate_json(result.model_dump_json()) == result
+    cached = read_record(tmp_path / "ws" / "cluster" / "facts.json", FACTS_SCHEMA)  # refreshed for execute
+    assert isinstance(cached, RecordOk)
+    assert [p.name for p in cached.payload.partitions] == ["cpu", "gpu"]
+    assert cached.payload.cluster_name == "ddslurm"
 
 
 def test_a_failing_probe_raises_check_failed_with_the_whole_report(tmp_path: Path, fake: FakeSlurm) -> None:

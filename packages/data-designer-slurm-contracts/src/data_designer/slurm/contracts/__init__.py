@@ -23,6 +23,7 @@ from data_designer.slurm.contracts._benchmark_plan import (
     BenchmarkPlan,
     CaseValue,
 )
+from data_designer.slurm.contracts._cluster_facts import NodeShape, PartitionFacts, SchedulerFacts
 from data_designer.slurm.contracts._dd_config import (
     ColumnSummary,
     ConfigFinding,
@@ -261,9 +262,11 @@ __all__ = [
     "ModelAliasUse",
     "ModelAxis",
     "Name",
+    "NodeShape",
     "NodesAxis",
     "NotFoundError",
     "Observation",
+    "PartitionFacts",
     "Partitions",
     "PlanSummary",
     "PlanWarning",
@@ -288,6 +291,7 @@ __all__ = [
     "SbatchOption",
     "ScaledRecords",
     "SchedulerEvidence",
+    "SchedulerFacts",
     "SeedDatasetSummary",
     "SeedSelection",
     "Sha256Digest",

@@ -51,6 +51,7 @@ from data_designer.slurm.planner._expand import (
     expand,
     is_run_key,
 )
+from data_designer.slurm.planner._fit import check_fit
 from data_designer.slurm.planner._inputs import (
     INLINE_CONFIG_FILE,
     base_run_path,
@@ -152,6 +153,7 @@ __all__ = [
     "canonical_json_data",
     "canonical_sbatch_options",
     "check_engine_args",
+    "check_fit",
     "child_id",
     "clip_ranges",
     "compile",

@@ -41,6 +41,16 @@ MaxArraySizeOption = Annotated[
     typer.Option("--max-array-size", min=1, help="The cluster's MaxArraySize (default 1001, Slurm's default)."),
 ]
 
+ClusterCheckFlag = Annotated[
+    bool,
+    typer.Option(
+        "--cluster-check",
+        help="With --dry-run: compile with the cluster's facts (cached in the workspace or asked from Slurm) and "
+        "refuse, as execute does, a plan that asks for more CPUs, memory, GPUs, nodes or time than the partition "
+        "offers.",
+    ),
+]
+
 RunIdOption = Annotated[
     str | None,
     typer.Option(
@@ -59,6 +69,7 @@ def execute(
     out: OutOption = None,
     force: ForceOption = False,
     max_array_size: MaxArraySizeOption = None,
+    cluster_check: ClusterCheckFlag = False,
     run_id: RunIdOption = None,
     as_json: JsonOption = False,
     debug: DebugOption = False,
@@ -67,8 +78,9 @@ def execute(
 
     Returns at once after submitting: nothing keeps running on this machine.
 
-    Without --dry-run: the cluster's facts are read from Slurm, the plan is compiled (refused while
-    anything is unresolved), a run directory is created under the profile's workspace_root with a
+    Without --dry-run: the cluster's facts are read from Slurm (or the workspace's cache, while under
+    an hour old), the plan is compiled (refused while anything is unresolved, or while it asks for
+    more CPUs, memory, GPUs, nodes or time than the partition offers), a run directory is created under the profile's workspace_root with a
     snapshot of the run file, the Data Designer config and its seed files, the plan and the run
     record, and every array chunk is submitted. The run id, run directory and job ids are printed;
     nothing keeps running on this machine. --run-id ID submits the chunks of an existing run that
@@ -77,14 +89,22 @@ def execute(
     With --dry-run the run is compiled against the profile's cluster and summarised: shards,
     allocations, nodes and GPUs, the upper bound of GPU-hours, the model aliases, and anything
     unresolved offline (images named from the registry, gpus_per_node 'auto'), which blocks
-    submission. Nothing is submitted and Slurm is not contacted.
+    submission. Nothing is submitted and Slurm is not contacted. With --cluster-check as well, the
+    cluster's facts are used (the workspace's cache while under an hour old, else Slurm is asked;
+    nothing is written) and a plan asking for more CPUs, memory, GPUs, nodes or time than the
+    partition offers is refused exactly as execute refuses it.
 
     Exit codes: 0 planned or submitted; 2 invalid input (every problem listed with file, line and
     key) or an unresolved plan; 3 a file or run does not exist; 4 --out is not empty (pass --force);
     5 Slurm or the workspace is unavailable (the error names the --run-id that resumes the run).
     """
     if not dry_run:
-        dry_run_options = {"--out": out is not None, "--force": force, "--max-array-size": max_array_size is not None}
+        dry_run_options = {
+            "--out": out is not None,
+            "--force": force,
+            "--max-array-size": max_array_size is not None,
+            "--cluster-check": cluster_check,
+        }
         submit(run_file, profile, cluster, run_id, [o for o, given in dry_run_options.items() if given], as_json, debug)
         return
 
@@ -93,10 +113,20 @@ def execute(
             raise dry_run_only("--run-id", "submitting an existing run")
         from data_designer.slurm.services import plan_run
 
-        return plan_run(run_file, profile=profile, cluster=cluster, out=out, force=force, max_array_size=max_array_size)
+        return plan_run(
+            run_file,
+            profile=profile,
+            cluster=cluster,
+            out=out,
+            force=force,
+            max_array_size=max_array_size,
+            cluster_check=cluster_check,
+        )
 
     def render(result: RunDryRun) -> str:
         head = f"Dry run of run {result.plan.name!r} on cluster {result.cluster!r} (nothing submitted)"
+        if result.facts.partitions:  # --cluster-check passed
+            head += f"; fits partition {result.plan.partition!r} as Slurm describes it"
         return "\n".join([head, *plan_lines(result.plan), "", alias_table(result.plan), *tail_lines(result)])
 
     run("execute.dry_run", call, render, as_json=as_json, debug=debug)
@@ -223,7 +253,7 @@ def dry_run_only(option: str, what: str) -> Exception:
 
 
 def render_submission(result: ExecuteResult) -> str:
-    """Run id, run directory, shards and one line per array job."""
+    """Run id, run directory, shards, one line per array job, then the plan's warnings."""
     verb = "Resubmitted" if result.resumed else "Submitted"
     rows = [
         [str(job.chunk), job.job_id, job.job_name, job.array_spec, "earlier" if job.recovered else "now"]
@@ -237,5 +267,6 @@ def render_submission(result: ExecuteResult) -> str:
         f"  {'jobs':<12} {result.submitted} submitted now, {result.recovered} submitted earlier",
         "",
         table(["chunk", "job id", "job name", "array", "submitted"], rows),
+        *issue_lines((), result.warnings),
     ]
     return "\n".join(lines)

@@ -1,10 +1,13 @@
 """``execute``: create a run directory, snapshot the inputs, persist the plan and records, submit, return at once.
 
 A new run: the run file and its Data Designer config are read once (their bytes are both compiled
-and snapshotted, so what runs is what was compiled), cluster facts are asked from Slurm (GPUs per
-node when the profile says ``auto``, ``MaxArraySize``), the plan is compiled and refused while
-anything is unresolved, the submission unit is bound (before anything is written, so a bad
-workspace path writes nothing), then the run directory is created exclusively and filled in this
+and snapshotted, so what runs is what was compiled), cluster facts are taken from the workspace's
+cache or asked from Slurm (``services._facts``: partitions, GPUs per node when the profile says
+``auto``, ``MaxArraySize``), the plan is compiled and refused while anything is unresolved or while
+it asks for more than the partition offers (``planner.check_fit``: CPUs, memory, GPUs, nodes, time),
+the submission unit is bound (before anything is written, so a bad workspace path or a refused plan
+writes nothing; facts asked afresh are cached only once the plan passes), then the run directory is
+created exclusively and filled in this
 order: ``inputs/`` with ``inputs/manifest.json``, ``plan.json``, ``run.json``, and after submitting
 ``submissions/NNNN.json``. Every file is write-once.
 
@@ -26,7 +29,6 @@ from pydantic import BaseModel
 
 from data_designer.slurm.contracts import (
     MAX_SEED_FILE_BYTES,
-    ClusterFacts,
     ClusterProfile,
     ConflictError,
     ExecuteResult,
@@ -62,7 +64,8 @@ from data_designer.slurm.planner import (
     load_run,
     resolve_config,
 )
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubmissionRefused, SubprocessRunner, gpus_in_gres
+from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubmissionRefused, SubprocessRunner
+from data_designer.slurm.runtime.facts import save_facts
 from data_designer.slurm.runtime.status import SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
@@ -83,8 +86,8 @@ from data_designer.slurm.runtime.store import (
     system_clock,
     write_record_once,
 )
+from data_designer.slurm.services._facts import cluster_facts, refuse_misfit
 from data_designer.slurm.services._plans import (
-    DEFAULT_MAX_ARRAY_SIZE,
     Source,
     locate,
     profile_source_of,
@@ -163,7 +166,8 @@ def _create(
                 config_file, run_source, ("data_designer", "config"), what="Data Designer config", operation=_OPERATION
             ),
         )
-    facts = resolve_facts(cluster_profile, scheduler)
+    facts, lookup = cluster_facts(cluster_profile, scheduler, clock)
+    profile_source = profile_source_of(profile_path, cluster_name, operation=_OPERATION)
     try:
         plan = compile(
             run,
@@ -174,7 +178,6 @@ def _create(
             images=None,
         )
     except InvalidInputError as exc:
-        profile_source = profile_source_of(profile_path, cluster_name, operation=_OPERATION)
         located = [locate(p, run_source, profile_source) for p in exc.problems]
         raise InvalidInputError.from_problems(located, operation="plan.compile") from exc
     refuse_unresolved(plan)
@@ -188,9 +191,12 @@ def _create(
     if config_file is not None:
         sources.append(("config", Path(config_file), config_bytes))
     seed = seed_files(run, config_text, operation=_OPERATION)
+    refuse_misfit(plan, facts, lambda p: locate(p, run_source, profile_source))  # last, as with --cluster-check
 
     planned = _plan_snapshot(layout, sources, seed)
     modes = modes_for(cluster_profile.workspace_sharing)
+    if lookup.asked:  # checked and about to be used: later runs reuse them for FACTS_MAX_AGE
+        save_facts(cluster_profile.workspace_root, lookup.facts, modes, clock)
     _make_run_dir(layout, modes)
     manifest = _snapshot(layout, planned, seed, modes)
     _write_once(layout.inputs_manifest, INPUTS_SCHEMA, manifest, clock)
@@ -212,7 +218,8 @@ def _create(
         unit=unit,
     )
     _write_once(layout.run_record, RUN_SCHEMA, record, clock)
-    return _submit(layout, record, scheduler, clock, passed, resumed=False)
+    result = _submit(layout, record, scheduler, clock, passed, resumed=False)
+    return result.model_copy(update={"warnings": plan.warnings})  # shown as the dry run shows them
 
 
 def _resume(
@@ -227,7 +234,8 @@ def _resume(
     )
     plan = load_plan(layout, expected_digest=record.plan_digest)  # a modified run directory is never submitted again
     passed = passed_environment(plan, environ, run_file=record.run_file, profile_file=record.profile_file)
-    return _submit(layout, record, scheduler, clock, passed, resumed=True)
+    result = _submit(layout, record, scheduler, clock, passed, resumed=True)
+    return result.model_copy(update={"warnings": plan.warnings})  # shown as the dry run shows them
 
 
 def passed_environment(
@@ -360,39 +368,6 @@ def _jobs(unit: SubmissionUnit, submitted: Sequence[SubmittedChunk]) -> tuple[Su
         )
         for chunk in unit.chunks
         if (found := by_name.get(chunk.job_name)) is not None
-    )
-
-
-def resolve_facts(profile: ClusterProfile, scheduler: SlurmScheduler) -> ClusterFacts:
-    """GPUs per node (the profile's number, or for ``auto`` the GRES of the GPU partition) and MaxArraySize."""
-    gpus = profile.gpus_per_node if isinstance(profile.gpus_per_node, int) else _gpus_of_partition(profile, scheduler)
-    raw = scheduler.cluster_config().get("MaxArraySize", "").strip()
-    max_array_size = int(raw) if raw.isascii() and raw.isdigit() and int(raw) > 0 else DEFAULT_MAX_ARRAY_SIZE
-    return ClusterFacts(gpus_per_node=gpus, max_array_size=max_array_size)
-
-
-def _gpus_of_partition(profile: ClusterProfile, scheduler: SlurmScheduler) -> int:
-    partition = profile.partitions.gpu
-    counts: set[int] = set()
-    try:
-        for row in scheduler.partitions():
-            if row.name == partition:
-                counts.add(gpus_in_gres(row.gres))
-    except ValueError as exc:
-        counts.clear()
-        detail = f"cannot read the GRES of partition {partition!r}: {exc}"
-    else:
-        detail = f"partition {partition!r} " + (
-            "is not in sinfo" if not counts else f"has nodes with {', '.join(map(str, sorted(counts)))} GPUs"
-        )
-    if len(counts) == 1 and min(counts) > 0:
-        return counts.pop()
-    raise InvalidInputError(
-        f"gpus_per_node is 'auto' and cannot be resolved: {detail}",
-        code="unresolved",
-        operation="execute.facts",
-        key_path="gpus_per_node",
-        hint="set gpus_per_node to a number, or use a GPU partition whose nodes all have the same GPU GRES",
     )
 
 

@@ -2,7 +2,9 @@
 
 No Slurm, no workspace and no image bytes: GPUs per node come from the profile (``auto`` stays
 unresolved), MaxArraySize is Slurm's default (1001) unless given, and the image registry is not
-read (images named from it stay unresolved; absolute paths pass). The files the run names (its
+read (images named from it stay unresolved; absolute paths pass). With ``cluster_check`` the cluster's
+facts are used instead (cached or asked, never written) and the plan is checked against them as
+``execute`` checks it. The files the run names (its
 Data Designer config, a benchmark's base run) are read here and handed to the pure planner.
 
 Every problem is reported with the file and line it comes from: the planner reports key paths,
@@ -51,12 +53,11 @@ from data_designer.slurm.planner import (
     plan_files,
     resolve_config,
 )
-from data_designer.slurm.runtime import read_text, write_text_atomic
+from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner, read_text, write_text_atomic
+from data_designer.slurm.runtime.store import Clock, system_clock
+from data_designer.slurm.services._facts import DEFAULT_MAX_ARRAY_SIZE, cluster_facts, refuse_misfit
 from data_designer.slurm.services._profile import load_profile_file, select_cluster
 from data_designer.slurm.services._seeds import seed_files
-
-DEFAULT_MAX_ARRAY_SIZE = 1001
-"""Slurm's default MaxArraySize, assumed by a dry run unless told otherwise."""
 
 _RUN_KEYS = frozenset(RunSpec.model_fields)
 _PROFILE_KEYS = frozenset(ClusterProfile.model_fields)
@@ -86,8 +87,15 @@ def plan_run(
     force: bool = False,
     max_array_size: int | None = None,
     environ: Mapping[str, str] | None = None,
+    cluster_check: bool = False,
+    runner: CommandRunner | None = None,
+    clock: Clock = system_clock,
 ) -> RunDryRun:
     """Compile ``run_file`` against the selected profile cluster without Slurm; with ``out``, write the plan there.
+
+    ``cluster_check`` compiles with the cluster's facts instead (the workspace's fresh cache, else asked from
+    Slurm through ``runner``; nothing is written to the workspace) and refuses, as ``execute`` does, a plan that
+    asks for more than the partition offers (exit 2, one problem per violation).
 
     ``out`` receives ``plan.json`` (the plan's canonical JSON), ``allocation.sbatch`` and
     ``submission.json`` (the submission unit, bound with run id ``dry-run`` and the output directory
@@ -100,13 +108,27 @@ def plan_run(
     run = load_run(run_text, file=str(run_path))
     profile_path, loaded = load_profile_file(profile, environ=environ)
     cluster_name, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
-    facts = dry_run_facts(cluster_profile, max_array_size)
+    if cluster_check:
+        if max_array_size is not None:
+            raise InvalidInputError(
+                "--max-array-size does not combine with --cluster-check",
+                code="not_with_cluster_check",
+                operation=operation,
+                key_path="--max-array-size",
+                hint="leave out --max-array-size: the cluster check reads the cluster's own MaxArraySize",
+            )
+        scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+        facts, _ = cluster_facts(cluster_profile, scheduler, clock)
+    else:
+        facts = dry_run_facts(cluster_profile, max_array_size)
     run_source = Source(str(run_path), lambda: run_text)
     profile_source = profile_source_of(profile_path, cluster_name, operation=operation)
     plan, config_text = compile_located(
         run, cluster_profile, cluster_name, facts, run_source=run_source, profile_source=profile_source
     )
     seed_files(run, config_text, operation=operation)  # what execute checks before it writes anything
+    if cluster_check:
+        refuse_misfit(plan, facts, lambda p: locate(p, run_source, profile_source))
     output = None
     if out is not None:
         directory = Path(out).expanduser().absolute()
@@ -149,7 +171,7 @@ def plan_benchmark(
 
     base_path = base_run_path(benchmark)
     if base_path is None:
-        base = load_base_run(benchmark, file=str(bench_path))
+        base = load_base_run(benchmark, file=str(bench_path), source=bench_source.document)
         base_source = Source(str(bench_path), lambda: bench_text, ("base", "inline"))
     else:
         base_text = read_named(base_path, bench_source, ("base", "run"), what="base run", operation=operation)

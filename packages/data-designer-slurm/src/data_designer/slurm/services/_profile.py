@@ -25,11 +25,14 @@ from data_designer.slurm.planner import ProfileTemplate, load_profile, parse_doc
 from data_designer.slurm.runtime import (
     DEFAULT_PROBE_TIMEOUT_S,
     CommandRunner,
+    SlurmScheduler,
     SubprocessRunner,
     probe_cluster,
     read_text,
     write_text_atomic,
 )
+from data_designer.slurm.runtime.facts import read_facts, save_facts
+from data_designer.slurm.runtime.store import modes_for
 
 _INIT_OPTIONS = {
     "workspace_root": "--workspace-root",
@@ -128,16 +131,18 @@ def validate_profile(
     ``sleep`` and ``probe_id`` make the probe deterministic in tests; ``probe_timeout_s`` bounds the wait
     for the probe job (default :data:`DEFAULT_PROBE_TIMEOUT_S`). A probe that does not pass
     raises :class:`ProbeFailedError` (exit 6) carrying the whole report; Slurm that cannot be
-    reached at all raises :class:`UnavailableError` (exit 5).
+    reached at all raises :class:`UnavailableError` (exit 5). A probe that passes also refreshes the
+    workspace's cache of cluster facts (``<workspace_root>/cluster/facts.json``, which ``execute`` reuses).
     """
     path, loaded = load_profile_file(profile, environ=environ)
     selected, selected_profile = select_cluster(loaded, cluster, file=str(path))
     report: ProbeReport | None = None
     if probe:
+        runner = runner if runner is not None else SubprocessRunner(env=environ)
         report = probe_cluster(
             selected,
             selected_profile,
-            runner=runner if runner is not None else SubprocessRunner(env=environ),
+            runner=runner,
             clock=clock or _utc_now,
             sleep=sleep or time.sleep,
             probe_id=probe_id,
@@ -145,6 +150,9 @@ def validate_profile(
         )
         if not report.passed:
             raise ProbeFailedError(report, operation="profile.validate", file=str(path))
+        now = clock or _utc_now
+        facts = read_facts(SlurmScheduler(runner, clock=now), now)
+        save_facts(selected_profile.workspace_root, facts, modes_for(selected_profile.workspace_sharing), now)
     return ProfileValidation(
         file=str(path),
         schema_version=loaded.schema_version,

@@ -202,6 +202,8 @@ def parse_scontrol_config(text: str) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class PartitionRow:
+    """One sinfo row: the nodes of one partition that share a state, CPUs, memory and GRES."""
+
     name: str
     default: bool
     available: str
@@ -210,16 +212,32 @@ class PartitionRow:
     node_state: str
     node_list: str
     gres: str | None
+    cpus: int | None = None
+    """CPUs per node; None: sinfo printed no number."""
+    memory_mb: int | None = None
+    """RealMemory per node in MB; None: sinfo printed no number."""
 
 
-SINFO_FORMAT = "%P|%a|%l|%D|%t|%N|%G"
+SINFO_FORMAT = "%P|%a|%l|%D|%t|%N|%c|%m|%G"
+_COUNT_RE = re.compile(r"([0-9]{1,12})\+?", re.ASCII)
+
+
+def _count(raw: str, *, what: str, line: int) -> int | None:
+    """A per-node count as sinfo prints it: ``4``, ``4+`` (the smallest of differing nodes); ``N/A`` is None."""
+    value = raw.strip()
+    if value in _EMPTY_VALUES:
+        return None
+    match = _COUNT_RE.fullmatch(value)
+    if match is None:
+        raise SlurmOutputError(f"line {line}: {raw[:50]!r} is not a {what}", command="sinfo", line=line)
+    return int(match.group(1))
 
 
 def parse_sinfo(text: str) -> tuple[PartitionRow, ...]:
-    """``sinfo --noheader -o SINFO_FORMAT``: one row per partition and node state."""
+    """``sinfo --noheader -o SINFO_FORMAT``: one row per partition and node state (and shape)."""
     rows: list[PartitionRow] = []
     for number, raw in content_lines(text):
-        name, avail, limit, count, state, nodes, gres = split_fields(raw, 7, command="sinfo", line=number)
+        name, avail, limit, count, state, nodes, cpus, memory, gres = split_fields(raw, 9, command="sinfo", line=number)
         if re.fullmatch(r"[0-9]{1,9}", count.strip()) is None or not name.strip():
             raise SlurmOutputError(f"line {number}: bad sinfo row {raw[:200]!r}", command="sinfo", line=number)
         default = name.endswith("*")
@@ -233,6 +251,8 @@ def parse_sinfo(text: str) -> tuple[PartitionRow, ...]:
                 node_state=state.strip(),
                 node_list=nodes.strip(),
                 gres=optional_value(gres),
+                cpus=_count(cpus, what="CPU count", line=number),
+                memory_mb=_count(memory, what="memory size", line=number),
             )
         )
     return tuple(rows)

@@ -59,7 +59,13 @@ class FakeSlurm(FakeCluster):
         accounting_lag_s: float = 2.0,
         requeue_delay_s: float = 2.0,
         max_array_size: int = 11,
+        node_cpus: int = 64,
+        node_memory_mb: int = 256_000,
+        node_gpus: int = 2,
+        partitions: Mapping[str, str] | None = None,
     ) -> None:
+        """``node_*`` is the shape of every node (as sinfo prints it); ``partitions`` maps each partition (the first is
+        the default) to its MaxTime as sinfo prints it (``infinite``, ``30:00``); default ``cpu`` and ``gpu``."""
         super().__init__(
             first_job_id=first_job_id,
             nodes=nodes,
@@ -71,6 +77,10 @@ class FakeSlurm(FakeCluster):
         self.cluster_name = cluster_name
         self.cluster_reply = cluster_reply
         self.accounts = tuple(accounts)
+        self.node_cpus = node_cpus
+        self.node_memory_mb = node_memory_mb
+        self.node_gpus = node_gpus
+        self.partitions = dict(partitions if partitions is not None else {"cpu": "infinite", "gpu": "infinite"})
         self.calls: list[tuple[str, ...]] = []
         self.environments: list[tuple[str, ...]] = []
         """Per call, the names (never the values) of the variables the caller added."""
@@ -383,7 +393,12 @@ class FakeSlurm(FakeCluster):
         if options.get("-o") != SINFO_FORMAT:
             return 1, "", "sinfo: error: the fake supports only the adapter's -o format\n"
         nodes = f"node[1-{len(self.nodes)}]"
-        lines = [f"{p}|up|infinite|{len(self.nodes)}|idle|{nodes}|gpu:2" for p in ("cpu*", "gpu")]
+        gres = f"gpu:{self.node_gpus}" if self.node_gpus else "(null)"
+        shape = f"{self.node_cpus}|{self.node_memory_mb}|{gres}"
+        lines = [
+            f"{name}{'*' if i == 0 else ''}|up|{max_time}|{len(self.nodes)}|idle|{nodes}|{shape}"
+            for i, (name, max_time) in enumerate(self.partitions.items())
+        ]
         return 0, "\n".join(lines) + "\n", ""
 
     def _sacctmgr(self, args: Sequence[str], _stdin: str | None) -> tuple[int, str, str]:

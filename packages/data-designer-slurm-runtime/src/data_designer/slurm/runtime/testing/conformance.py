@@ -22,6 +22,7 @@ from data_designer.slurm.contracts import (
     TaskEvidence,
     UnavailableError,
 )
+from data_designer.slurm.runtime.facts import read_facts
 from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler
 from data_designer.slurm.runtime.scheduler._squeue_parse import SQUEUE_FORMAT, parse_squeue
 from data_designer.slurm.runtime.testing._harness import ClusterHarness
@@ -254,3 +255,17 @@ class SchedulerConformance:
         scheduler, job = self._submit_one(harness, "timeout", script, extra=("--time=1",))
         final = wait_for(harness, scheduler, [job], lambda o: all_in(o, {"timeout"}, 1), timeout_s=150, poll_s=3)
         assert only(final).raw_state == "TIMEOUT"
+
+    def test_cluster_facts_take_two_calls_and_describe_every_partition(self, harness: ClusterHarness) -> None:
+        runner = CountingRunner(harness.runner)
+        facts = read_facts(harness.scheduler(runner), harness.now)
+        assert [argv[0] for argv in runner.calls] == ["sinfo", "scontrol"]
+        assert facts.max_array_size is not None
+        assert facts.partitions
+        assert sum(p.default for p in facts.partitions) == 1
+        for partition in facts.partitions:
+            assert partition.nodes > 0
+            assert partition.shapes
+            assert sum(s.nodes for s in partition.shapes) == partition.nodes
+            assert all(s.cpus >= 1 and s.memory_mb >= 1 and s.gpus is not None for s in partition.shapes)
+            assert (partition.max_time_s is None) == (partition.max_time == "infinite")
