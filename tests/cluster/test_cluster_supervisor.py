@@ -228,8 +228,9 @@ def test_the_client_s_memory_reaches_the_allocation_and_each_step_takes_only_its
 
     # Both replicas had to be ready at once: a step asking for all of the job's memory would have blocked the other.
     assert status.status == "succeeded", run.diagnosis()
-    rows = sacct_rows(local_slurm, run.job_id, names={"writer-r0", "writer-r1"})
-    job = rows[f"{run.layout.run_id}-c0"]
+    name = f"{run.layout.run_id}-c0"  # sacct may first show a placeholder row: wait for the job's own
+    rows = sacct_rows(local_slurm, run.job_id, names={name, "writer-r0", "writer-r1"})
+    job = rows[name]
     assert job[0] == "3000M", rows  # ReqMem: --mem per node, as planned
     assert "mem=3000M" in job[1], rows
     for step in ("writer-r0", "writer-r1"):
