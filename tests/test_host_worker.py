@@ -36,6 +36,7 @@ from data_designer.slurm.contracts.records import (
 )
 from data_designer.slurm.planner import bind_argv, canonical_json, compile, load_run, missing_ranges, resolve_config
 from data_designer.slurm.runtime.store import ENDPOINTS_RECORD, RecordOk, RunLayout, read_record, write_record_once
+from data_designer.slurm.runtime.supervisor import client_failure_message, read_client_error
 from data_designer.slurm.runtime.testing import TEST_SERVER_MODULE, assign_attempt, wait_for_record
 
 pytestmark = pytest.mark.host
@@ -101,8 +102,9 @@ def make_plan(
     batch_size: int = 10,
     concurrency: int = 8,
     drain_grace_s: int = 120,
+    external: bool = True,
 ) -> ExecutionPlan:
-    run = {
+    run: dict[str, Any] = {
         "schema_version": 1,
         "name": "toy",
         "data_designer": {"inline": config},
@@ -116,6 +118,8 @@ def make_plan(
         "client": {"batch_size": batch_size, "default_concurrency": concurrency},
         "submission": {"drain_grace_s": drain_grace_s},
     }
+    if not external:
+        del run["external"]
     profile = ClusterProfile.model_validate(
         {
             "workspace_root": "/ws",
@@ -149,6 +153,7 @@ def prepare_attempt(
 ) -> None:
     """What the supervisor writes before it starts the worker: attempt.json (the assigned ranges), endpoints.json."""
     assign_attempt(layout, plan_digest=plan.digest, shard=shard, attempt=attempt, assigned=assigned)
+    planned = {endpoint.alias for endpoint in plan.allocation.client.endpoints}
     endpoints = EndpointsRecord(
         aliases={
             "writer": AliasEndpoints(
@@ -162,6 +167,7 @@ def prepare_attempt(
             ),
         }
     )
+    endpoints = EndpointsRecord(aliases={a: e for a, e in endpoints.aliases.items() if a in planned})
     write_record_once(layout.attempt_dir(shard, attempt) / ENDPOINTS_RECORD, ENDPOINTS_SCHEMA, endpoints)
 
 
@@ -314,6 +320,49 @@ def test_an_unset_api_key_variable_exits_2(servers: dict[str, Server], tmp_path:
     assert outcome.stderr.strip().splitlines()[-1] == (
         f"ddslurm-worker: invalid_config: model alias 'critic' takes its API key from ${KEY_ENV}, which is unset or empty"
     )
+
+
+SINGLE_ALIAS: dict[str, Any] = {"model_configs": CONFIG["model_configs"][:1], "columns": CONFIG["columns"][:3]}
+
+
+def test_a_model_the_server_does_not_serve_reaches_the_status_message(
+    servers: dict[str, Server], tmp_path: Path
+) -> None:
+    """A strict server serving another name: the host's model-not-found, recorded with its cause and fix."""
+    other = start_server("another/name", "o0", dict(os.environ))
+    try:
+        plan = make_plan(SINGLE_ALIAS, records=4, shards=1, external=False)
+        layout = prepare_run(tmp_path / "ws", plan, {**servers, "writer": other})
+        [outcome] = run_workers(layout, plan, worker_env(tmp_path))
+    finally:
+        other.process.terminate()
+        other.process.communicate(timeout=10)
+    assert outcome.returncode == 3, outcome.stderr[-3000:]
+    assert "No model configurations" not in outcome.stderr
+    record = read_client_error(layout.client_error(0, 1))
+    assert record is not None, outcome.stderr[-3000:]
+    assert (record.kind, record.cause, record.exception, record.alias) == (
+        "client_error",
+        "model_not_found",
+        "ModelNotFoundError",
+        "writer",
+    )
+    assert record.message == "The specified model 'writer' could not be found while running health checks."
+    assert record.message in outcome.stderr, "the host's own text"
+    message = client_failure_message(outcome.returncode, record, ())
+    assert message == (
+        f"the client worker exited 3: ModelNotFoundError: {record.message[:-1]}; fix: set deployments.writer.model "
+        "to the name the server serves (its /v1/models lists it)"
+    )
+
+
+def test_rewriting_the_only_model_config_does_not_warn(servers: dict[str, Server], tmp_path: Path) -> None:
+    plan = make_plan(SINGLE_ALIAS, records=4, shards=1, external=False)
+    layout = prepare_run(tmp_path / "ws", plan, servers)
+    [outcome] = run_workers(layout, plan, worker_env(tmp_path))
+    assert outcome.returncode == 0, outcome.stderr[-3000:]
+    assert "model configuration" not in outcome.stderr, outcome.stderr[-3000:]
+    assert not layout.client_error(0, 1).exists()
 
 
 def test_tiktoken_never_downloads_in_the_worker(tmp_path: Path) -> None:

@@ -282,6 +282,12 @@ def test_four_shards_produce_exactly_the_requested_records_without_port_collisio
     started = [run.attempt(shard).supervisor_started_at for shard in range(SHARDS)]
     finished = [run.statuses[shard].finished_at for shard in range(SHARDS)]
     assert max(started) < min(finished), (started, finished)
+
+    # The worker rewrites every alias's model config without the host's alarming removal warning.
+    logs = sorted(run.layout.run_dir.glob("shards/*/attempts/*/logs/client.log"))
+    assert len(logs) == SHARDS, logs
+    for log in logs:
+        assert "No model configurations found" not in log.read_text(encoding="utf-8"), log
     print_breakdown(run)
 
 
@@ -320,6 +326,7 @@ def test_a_server_crashing_at_start_is_classified_with_its_log_tail_within_30_se
     assert status.status == "server_failed_to_start", run.diagnosis()
     assert str(status.step).startswith("server-writer"), status
     assert any("simulated crash at start" in line for line in status.log_tail), status
+    assert status.records == 0, "nothing published is 0, not unknown"
     elapsed = (status.finished_at - run.attempt(0).supervisor_started_at).total_seconds()
     print(f"crash at start classified {elapsed:.1f}s after the supervisor started (startup budget 600s)")
     assert elapsed < 30

@@ -6,6 +6,12 @@ See ``docs/architecture/run-directory.md`` for who writes each file and what a r
 from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts.records._attempt import ATTEMPT_SCHEMA, AttemptRecord, ReplicaRecord
 from data_designer.slurm.contracts.records._claim import CLAIM_SCHEMA, ClaimOwner
+from data_designer.slurm.contracts.records._client_error import (
+    CLIENT_ERROR_MESSAGE_LIMIT,
+    CLIENT_ERROR_SCHEMA,
+    ClientCause,
+    ClientErrorRecord,
+)
 from data_designer.slurm.contracts.records._endpoints import (
     ENDPOINTS_SCHEMA,
     ENV_ATTEMPT_DIR,
@@ -13,6 +19,7 @@ from data_designer.slurm.contracts.records._endpoints import (
     AliasEndpoints,
     EndpointsRecord,
 )
+from data_designer.slurm.contracts.records._facts import FACTS_SCHEMA
 from data_designer.slurm.contracts.records._heartbeat import HEARTBEAT_SCHEMA, HeartbeatRecord, Phase
 from data_designer.slurm.contracts.records._inputs import (
     INPUTS_SCHEMA,
@@ -72,6 +79,8 @@ __all__ = [
     "ATTEMPT_COLUMN",
     "ATTEMPT_SCHEMA",
     "CLAIM_SCHEMA",
+    "CLIENT_ERROR_MESSAGE_LIMIT",
+    "CLIENT_ERROR_SCHEMA",
     "ENDPOINTS_SCHEMA",
     "ENV_ATTEMPT_DIR",
     "ENV_ENDPOINTS",
@@ -81,6 +90,7 @@ __all__ = [
     "EXIT_INVALID_CONFIG",
     "EXIT_NOT_OURS",
     "EXIT_OK",
+    "FACTS_SCHEMA",
     "HEARTBEAT_SCHEMA",
     "INDEX_COLUMN",
     "INPUTS_SCHEMA",
@@ -99,6 +109,8 @@ __all__ = [
     "AliasEndpoints",
     "AttemptRecord",
     "ClaimOwner",
+    "ClientCause",
+    "ClientErrorRecord",
     "ColumnType",
     "DrainSignal",
     "Drained",

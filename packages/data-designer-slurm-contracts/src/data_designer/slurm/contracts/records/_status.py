@@ -51,12 +51,17 @@ class StatusRecord(BaseModel):
 
     status: FinalStatus
     exit_code: int
-    message: str
+    message: str = Field(
+        description="One sentence: the cause of the ending and a fix (a client failure: the exception the worker "
+        "caught, from its client-error.json)."
+    )
     step: str | None = Field(default=None, description="The step that caused the ending (server or client), if any.")
     log_tail: tuple[str, ...] = ()
     signal: str | None = Field(default=None, description="The first signal the supervisor received, if any.")
     records: NonNegativeInt | None = Field(
-        default=None, description="Records this attempt published (its manifest), when it wrote one."
+        default=None,
+        description="Records this attempt published (its valid manifest's count), 0 when it published none; None "
+        "only in records of earlier releases.",
     )
     records_assigned: NonNegativeInt | None = Field(default=None, description="Records this attempt was assigned.")
     drain_s: NonNegativeFloat | None = Field(

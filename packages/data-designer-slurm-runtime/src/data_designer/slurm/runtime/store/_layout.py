@@ -33,6 +33,7 @@ CLAIM_FILE = "claim"
 ATTEMPT_RECORD = "attempt.json"
 HEARTBEAT_RECORD = "heartbeat.json"
 PROGRESS_RECORD = "progress.json"
+CLIENT_ERROR_RECORD = "client-error.json"
 LOGS_DIR = "logs"
 OUTPUT_DIR = "output"
 STATUS_RECORD = "status.json"
@@ -225,6 +226,10 @@ class RunLayout:
 
     def progress(self, shard: int, attempt: int) -> Path:
         return self.attempt_dir(shard, attempt) / PROGRESS_RECORD
+
+    def client_error(self, shard: int, attempt: int) -> Path:
+        """Why the client worker failed (``ClientErrorRecord``; written once by the worker)."""
+        return self.attempt_dir(shard, attempt) / CLIENT_ERROR_RECORD
 
     def logs_dir(self, shard: int, attempt: int) -> Path:
         return self.attempt_dir(shard, attempt) / LOGS_DIR

@@ -5,7 +5,8 @@ records it writes are in :mod:`data_designer.slurm.contracts.records`.
 """
 
 from data_designer.slurm.runtime.supervisor._attempt import DEFAULT_POLL_S
+from data_designer.slurm.runtime.supervisor._client_ending import client_failure_message, read_client_error
 from data_designer.slurm.runtime.supervisor._containers import LAUNCHER_FILE
 from data_designer.slurm.runtime.supervisor._main import main
 
-__all__ = ["DEFAULT_POLL_S", "LAUNCHER_FILE", "main"]
+__all__ = ["DEFAULT_POLL_S", "LAUNCHER_FILE", "client_failure_message", "main", "read_client_error"]

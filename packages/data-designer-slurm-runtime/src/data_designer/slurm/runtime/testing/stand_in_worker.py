@@ -8,6 +8,8 @@ For supervisor tests that need the real supervisor but not Data Designer. It rea
   manifest: it lists no parts) and exit 0;
 * ``no-manifest``: exit 0 without a manifest;
 * ``exit<N>``: print ``stand-in: failing with exit<N>`` on stderr and exit N;
+* ``client-error``: write a ``client-error.json`` (the writer's model was not found) and exit 3, like the real
+  worker when the server does not serve the model name it sends;
 * ``sleep``: wait for a signal; ``SIGUSR1``/``SIGTERM`` publish a partial manifest with no records (drained by
   that signal) and exit 4, like the real worker's drain;
 * ``sleep-undrained``: wait with the default signal handlers (a worker signalled before it could install its
@@ -30,17 +32,20 @@ from types import FrameType
 from data_designer.slurm.contracts import __version__
 from data_designer.slurm.contracts.records import (
     ATTEMPT_SCHEMA,
+    CLIENT_ERROR_SCHEMA,
     ENV_ATTEMPT_DIR,
     ENV_ENDPOINTS,
+    EXIT_CLIENT_ERROR,
     EXIT_DRAINED,
     MANIFEST_SCHEMA,
+    ClientErrorRecord,
     Drained,
     DrainSignal,
     IndexRange,
     OutputManifest,
     Timings,
 )
-from data_designer.slurm.runtime.store._layout import ATTEMPT_RECORD, MANIFEST, OUTPUT_DIR
+from data_designer.slurm.runtime.store._layout import ATTEMPT_RECORD, CLIENT_ERROR_RECORD, MANIFEST, OUTPUT_DIR
 from data_designer.slurm.runtime.store._record_io import RecordOk, read_record, system_clock, write_record_once
 
 
@@ -106,6 +111,17 @@ def stand_in_manifest(
     )
 
 
+STAND_IN_CLIENT_ERROR = ClientErrorRecord(
+    kind="client_error",
+    cause="model_not_found",
+    exception="ModelNotFoundError",
+    message="The specified model 'writer' could not be found while running health checks.",
+    alias="writer",
+    fix="set deployments.writer.model to the name the server serves (its /v1/models lists it)",
+)
+"""What the ``client-error`` mode records."""
+
+
 def _publish(attempt_dir: Path, manifest: OutputManifest) -> None:
     write_record_once(attempt_dir / OUTPUT_DIR / MANIFEST, MANIFEST_SCHEMA, manifest)
 
@@ -138,6 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"stand-in: drained on {received[0]}", flush=True)
             return EXIT_DRAINED
         return 0
+    if mode == "client-error":
+        write_record_once(attempt_dir / CLIENT_ERROR_RECORD, CLIENT_ERROR_SCHEMA, STAND_IN_CLIENT_ERROR)
+        print("stand-in: failing with a client-error.json", file=sys.stderr, flush=True)
+        return EXIT_CLIENT_ERROR
     if mode.startswith("exit"):
         print(f"stand-in: failing with {mode}", file=sys.stderr, flush=True)
         return int(mode[4:])

@@ -17,9 +17,11 @@ Host objects are typed ``Any``: the host ships no type information for these mod
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import random
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,14 @@ PROVIDER_PREFIX = "ddslurm-"
 
 
 class ConfigRejected(Exception):
-    """The Data Designer config (or what it needs from the environment) is invalid: retrying cannot help."""
+    """The Data Designer config (or what it needs from the environment) is invalid: retrying cannot help.
+
+    ``fix`` is what to change, when the worker knows better than "correct the config" (``client-error.json``).
+    """
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 def prepare_environment(attempt_dir: Path) -> dict[str, str]:
@@ -116,7 +125,8 @@ def rewrite_models(
             raise ConfigRejected(f"model alias {alias!r} has no endpoint")
         if endpoint.api_key_env is not None and not os.environ.get(endpoint.api_key_env):
             raise ConfigRejected(
-                f"model alias {alias!r} takes its API key from ${endpoint.api_key_env}, which is unset or empty"
+                f"model alias {alias!r} takes its API key from ${endpoint.api_key_env}, which is unset or empty",
+                fix=f"set ${endpoint.api_key_env} where execute runs (external.{alias}.api_key_env names it)",
             )
         name = PROVIDER_PREFIX + alias
         providers.append(
@@ -135,9 +145,35 @@ def rewrite_models(
             params = params.model_copy(update={"max_parallel_requests": concurrency[alias]})
         rewritten = model.model_copy(update={"model": endpoint.model, "provider": name, "inference_parameters": params})
         if alias in existing:
-            builder.delete_model_config(alias)
+            with _quiet_model_removal(builder):
+                builder.delete_model_config(alias)
         builder.add_model_config(rewritten)
     return providers
+
+
+REMOVAL_WARNING = "No model configurations found after deleting model configuration"
+"""The host's warning when the last model config is deleted: the worker adds the rewritten one right after."""
+
+
+class _DropRemovalWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return REMOVAL_WARNING not in record.getMessage()
+
+
+@contextmanager
+def _quiet_model_removal(builder: Any) -> Iterator[None]:
+    """Replacing an alias's model config deletes it first; the host warns when that empties the list.
+
+    The builder has no replace, and ``add_model_config`` refuses an alias it holds, so the warning is
+    filtered on the builder module's logger for the one delete (the rewritten config follows at once).
+    """
+    host_logger = logging.getLogger(type(builder).__module__)
+    quiet = _DropRemovalWarning()
+    host_logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        host_logger.removeFilter(quiet)
 
 
 @dataclass

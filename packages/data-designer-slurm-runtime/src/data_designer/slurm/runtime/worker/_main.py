@@ -11,8 +11,9 @@ then the manifest into ``<attempt>/output/``; ``progress.json`` follows every ba
 
 Exit codes (the supervisor classifies them): 0 succeeded; 2 invalid config (the host rejects the
 config, an API key variable is unset, a sampler cannot satisfy its constraints; retrying cannot
-help); 3 client error (anything else); 4 drained (a partial manifest is published). The last stderr line
-of a failure is one line naming it.
+help); 3 client error (anything else); 4 drained (a partial manifest is published). A failure after the
+inputs are loaded writes ``client-error.json`` (``_failure``: the exception, its cause and a fix) for the
+supervisor's status message; the last stderr line of a failure is one line naming it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from data_designer.slurm.contracts.records import (
     Routing,
     Timings,
     WorkerError,
+    WorkerFailure,
 )
 from data_designer.slurm.planner import derive_range_seed, normalise_ranges
 from data_designer.slurm.runtime._versions import installed_version
@@ -54,6 +56,7 @@ from data_designer.slurm.runtime.worker._drain import (
     batch_range,
     exact_batches,
 )
+from data_designer.slurm.runtime.worker._failure import explain, write_client_error
 from data_designer.slurm.runtime.worker._host import (
     ConfigRejected,
     Host,
@@ -111,12 +114,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress.publish("starting")
         manifest = session.run()
     except ConfigRejected as exc:
+        _record_failure(inputs, exc, "invalid_config")
         return _fail(progress, "invalid_config", str(exc))
     except Exception as exc:  # every other ending is the client's error; the traceback goes to the log first
         import traceback
 
         traceback.print_exc()
-        kind = "invalid_config" if is_deterministic_failure(exc) else "client_error"
+        kind: WorkerFailure = "invalid_config" if is_deterministic_failure(exc) else "client_error"
+        _record_failure(inputs, exc, kind)
         return _fail(progress, kind, f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:2000])
     print(
         f"ddslurm-worker: shard {manifest.shard} attempt {manifest.attempt}: {manifest.records} records in "
@@ -366,6 +371,16 @@ def _usage(inputs: WorkerInputs, tap: UsageTap, routing: dict[str, Routing]) -> 
             routing=routing.get(alias),
         )
     return out
+
+
+def _record_failure(inputs: WorkerInputs, exc: BaseException, kind: WorkerFailure) -> None:
+    """``client-error.json``: the cause and a fix, for the supervisor's status message."""
+    try:
+        record = explain(exc, kind, inputs.endpoints)
+    except Exception as failed:  # never let the explanation hide the failure itself
+        print(f"ddslurm-worker: cannot explain the failure: {type(failed).__name__}: {failed}", file=sys.stderr)
+        return
+    write_client_error(inputs.layout.client_error(inputs.shard.shard, inputs.attempt), record)
 
 
 def _fail(progress: ProgressWriter | None, kind: str, message: str) -> int:
