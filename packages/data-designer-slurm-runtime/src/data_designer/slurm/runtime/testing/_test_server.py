@@ -20,6 +20,10 @@ N-th inference request (chat, completion, embedding; Data Designer's own "Hello!
 was answered with 200; requests admitted beyond N never get an answer. ``/health`` and ``/v1/models``
 never count; only ``/health`` is open without the API key (as in vLLM). The port is bound without
 ``SO_REUSEADDR``, so two replicas given one port collide at once, not after their start delays.
+
+Model names: ``/v1/models`` lists exactly ``model``, and an inference request naming another model gets 404
+``model_not_found`` (strict, as vLLM), unless ``permissive``: then any model name is answered (as some
+servers do), which is how a wrong name goes unnoticed without the supervisor's ``/v1/models`` check.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ class StubServerConfig:
     api_key: str | None = field(default=None, repr=False)
     request_log: Path | None = None
     ignore_sigterm: bool = False
+    permissive: bool = False
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -114,6 +119,8 @@ def stub_server_argv(
         argv += ["--request-log", str(config.request_log)]
     if config.ignore_sigterm:
         argv.append("--ignore-sigterm")
+    if config.permissive:
+        argv.append("--permissive")
     return argv
 
 
@@ -318,7 +325,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _infer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         config = self.stub.config
         model = body.get("model")
-        if model != config.model:
+        if model != config.model and not config.permissive:
             raise _HandledError(HTTPStatus.NOT_FOUND, f"the model {model!r} does not exist", "model_not_found")
         if body.get("stream"):
             raise _HandledError(HTTPStatus.BAD_REQUEST, "stream=true is not supported", "bad_request")

@@ -42,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (only this one)")
     parser.add_argument("--port", type=int, required=True, help="port to bind; 0 picks a free one")
     parser.add_argument("--model", required=True, help="the served model name (requests for others get 404)")
+    parser.add_argument(
+        "--permissive",
+        action="store_true",
+        help="answer requests naming any model (/v1/models still lists only --model)",
+    )
     parser.add_argument("--replica-id", required=True, help="stamped into every answer as replica=<id>")
     parser.add_argument("--start-delay-s", type=float, default=0.0, help="seconds bound but not listening")
     parser.add_argument("--latency-s", type=float, default=0.0, help="seconds added to every inference request")
@@ -95,6 +100,7 @@ def _config(args: argparse.Namespace) -> StubServerConfig:
         api_key=api_key,
         request_log=args.request_log,
         ignore_sigterm=args.ignore_sigterm,
+        permissive=args.permissive,
     )
 
 
