@@ -64,6 +64,7 @@ from data_designer.slurm.runtime.store._record_io import (
     replace_record,
     write_record_once,
 )
+from data_designer.slurm.runtime.supervisor._client_ending import client_failure_message, read_client_error
 from data_designer.slurm.runtime.supervisor._containers import client_command, container_site
 from data_designer.slurm.runtime.supervisor._environment import (
     SetupError,
@@ -86,6 +87,7 @@ from data_designer.slurm.runtime.supervisor._replicas import (
     step_environment,
     stop_processes,
 )
+from data_designer.slurm.runtime.supervisor._served_models import ask_models, judge
 from data_designer.slurm.runtime.supervisor._slurm_nodes import allocation_nodes
 from data_designer.slurm.runtime.supervisor._stopping import StopCause, classify_stop
 
@@ -323,6 +325,7 @@ class Supervisor:
     def _wait_ready(self) -> None:
         port_dir = self.attempt_dir / PORTS_DIR
         pending = list(self.replicas)
+        models_waits: dict[str, str] = {}  # step -> why a healthy replica is not ready yet (GET /v1/models)
         while pending:
             self._check_stop()
             for replica in list(pending):
@@ -337,16 +340,17 @@ class Supervisor:
                     )
                 if replica.read_ports(port_dir):
                     healthy, server_ready = replica.health()
-                    if healthy:
+                    if healthy and self._serves_its_model(replica, models_waits):
                         self._mark_ready(replica, server_ready)
                         pending.remove(replica)
                         continue
                 waited = time.monotonic() - replica.spawned_monotonic
                 if waited > replica.plan.startup_timeout_s:
+                    why = f" (/health answered; {models_waits[replica.step]})" if replica.step in models_waits else ""
                     raise AttemptEnded(
                         "server_failed_to_start",
                         f"server {replica.step} was not ready within its startup budget of "
-                        f"{replica.plan.startup_timeout_s}s",
+                        f"{replica.plan.startup_timeout_s}s{why}",
                         step=log_step(replica.plan),
                         tail=log_tail(replica.log),
                     )
@@ -354,6 +358,23 @@ class Supervisor:
                 self.stop.wait(self.poll_s)
         self.times["servers_ready"] = self.clock()
         self.write_attempt()
+
+    def _serves_its_model(self, replica: ReplicaProcess, waits: dict[str, str]) -> bool:
+        """Whether a healthy replica lists the name its clients ask for (``_served_models``); a replica serving
+        another name ends the attempt ``server_failed_to_start``; one not answering yet is asked again."""
+        assert replica.base_url is not None  # healthy: its port is known
+        key = self.environ.get(SERVER_API_KEY_ENV) if replica.plan.requires_api_key else None
+        identity = judge(replica.plan, replica.step, ask_models(replica.base_url, key))
+        if identity.verdict == "failed":
+            raise AttemptEnded(
+                "server_failed_to_start", identity.message, step=log_step(replica.plan), tail=log_tail(replica.log)
+            )
+        if identity.verdict == "wait":
+            waits[replica.step] = identity.message
+            return False
+        if identity.message:
+            self.say(identity.message)
+        return True
 
     def _mark_ready(self, replica: ReplicaProcess, server_ready: float | None) -> None:
         replica.ready_at = self.clock()
@@ -502,17 +523,26 @@ class Supervisor:
         found = read_record(self.layout.output_manifest(self.task.shard, self.task.attempt), MANIFEST_SCHEMA)
         return found.payload if isinstance(found, RecordOk) else None
 
+    def _published_records(self) -> int:
+        """What this attempt's valid manifest holds; 0 when it published none."""
+        manifest = self.manifest or self._manifest()
+        return 0 if manifest is None else manifest.records
+
     def _client_ended(self, code: int, log: Path) -> None:
         if code == 0:
             self.manifest = self._manifest()
             if self.manifest is not None:
                 return
             raise AttemptEnded(
-                "client_error", "the client worker exited 0 without a valid output/manifest.json", step="client"
+                "client_error",
+                "the client worker exited 0 without a valid output/manifest.json; fix: read logs/client.log",
+                step="client",
+                tail=log_tail(log),
             )
         status = CLIENT_EXIT_STATUS.get(code, "client_error")
-        how = f"was killed by signal {-code}" if code < 0 else f"exited {code}"
-        raise AttemptEnded(status, f"the client worker {how}", step="client", tail=log_tail(log))
+        tail = log_tail(log)
+        record = read_client_error(self.layout.client_error(self.task.shard, self.task.attempt))
+        raise AttemptEnded(status, client_failure_message(code, record, tail), step="client", tail=tail)
 
     def _stop_cause(self) -> StopCause:
         if self.cause is None:
@@ -538,7 +568,7 @@ class Supervisor:
             step=ended.step,
             log_tail=ended.tail,
             signal=self.received[0] if self.received else None,
-            records=ended.records,
+            records=ended.records if ended.records is not None else self._published_records(),
             records_assigned=self.assigned_records,
             drain_s=ended.drain_s,
             started_at=self.started_at,
