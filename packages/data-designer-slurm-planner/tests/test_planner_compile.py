@@ -337,9 +337,10 @@ def test_a_config_model_other_than_the_deployment_s_is_a_warning_and_the_deploym
     assert warning.key_path == "deployments.writer.model"
     assert "'meta/llama-3.1-8b-instruct'" in warning.message
     assert "'/m/llama'" in warning.message
-    assert "the Data Designer config names model 'meta/llama-3.1-8b-instruct' for alias 'writer'" in warning.message
-    assert "(model_configs[0].model)" in warning.message
-    assert "the deployment wins (the client asks its server for 'writer')" in warning.message
+    assert warning.message == (
+        "the Data Designer config names 'meta/llama-3.1-8b-instruct' (model_configs[0].model), the deployment "
+        "'/m/llama': the deployment wins, the client asks its server for 'writer'"
+    )
     writer = plan.allocation.client.endpoints[0]
     assert (writer.alias, writer.model) == ("writer", "writer")
     assert plan.allocation.replicas[0].served_name == "writer"
@@ -362,7 +363,7 @@ def test_a_command_deployment_without_served_name_serves_its_model_and_the_clien
     assert plan.allocation.client.endpoints[0].model == "m-1"
     [warning] = [w for w in plan.warnings if w.code == "model_mismatch"]
     assert "'other'" in warning.message
-    assert "(the client asks its server for 'm-1')" in warning.message
+    assert warning.message.endswith(", the client asks its server for 'm-1'")
 
 
 def test_an_external_model_other_than_the_config_s_is_a_warning() -> None:

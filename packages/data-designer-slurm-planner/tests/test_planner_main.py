@@ -84,9 +84,9 @@ def test_compile_summary_names_shards_allocation_gpus_and_hours() -> None:
         "shards: 2 (40 records), array chunks: 1",
         "allocation per shard: 2 node(s), 4 GPU(s), 1 replica(s), time limit 03:00:00, partition gpu",
         "upper-bound GPU-hours: 24",
-        "warning: deployments.big.model: the Data Designer config names model 'meta/llama-3.1-70b-instruct' for "
-        "alias 'big' (model_configs[0].model), the deployment '/models/llama-3.1-70b-instruct': the deployment wins "
-        "(the client asks its server for 'big')",
+        "warning: deployments.big.model: the Data Designer config names 'meta/llama-3.1-70b-instruct' "
+        "(model_configs[0].model), the deployment '/models/llama-3.1-70b-instruct': the deployment wins, the client "
+        "asks its server for 'big'",
     ]
 
 

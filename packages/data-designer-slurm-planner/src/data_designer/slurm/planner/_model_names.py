@@ -19,6 +19,8 @@ from data_designer.slurm.contracts import (
     excerpt,
 )
 
+_NAME_LIMIT = 120
+
 
 def served_model(deployment: VllmDeployment | CommandDeployment, alias: str) -> str:
     """The model name a deployed server answers to: vLLM serves the alias (--served-model-name); a command
@@ -46,9 +48,8 @@ def model_mismatches(run: RunSpec, summary: ConfigSummary | None) -> list[PlanWa
             PlanWarning(
                 code="model_mismatch",
                 key_path=f"deployments.{alias}.model",
-                message=f"the Data Designer config names model {excerpt(use.model)} for alias {excerpt(alias)}"
-                f"{_at(use.key_path)}, the deployment {excerpt(deployment.model)}: the deployment wins "
-                f"(the client asks its server for {excerpt(served)})",
+                message=f"the Data Designer config names {_name(use.model)}{_at(use.key_path)}, the deployment "
+                f"{_name(deployment.model)}: the deployment wins, the client asks its server for {_name(served)}",
             )
         )
     for alias, external in run.external.items():
@@ -59,11 +60,16 @@ def model_mismatches(run: RunSpec, summary: ConfigSummary | None) -> list[PlanWa
             PlanWarning(
                 code="model_mismatch",
                 key_path=f"external.{alias}.model",
-                message=f"the Data Designer config names model {excerpt(use.model)} for alias {excerpt(alias)}"
-                f"{_at(use.key_path)}, the run file {excerpt(external.model)}: the run file wins",
+                message=f"the Data Designer config names {_name(use.model)}{_at(use.key_path)}, the run file "
+                f"{_name(external.model)}: the run file wins",
             )
         )
     return out
+
+
+def _name(model: str) -> str:
+    """A model name as messages show it: whole up to a long path's length (an excerpt beyond; never a secret)."""
+    return excerpt(model, limit=_NAME_LIMIT)
 
 
 def _at(key_path: str | None) -> str:
