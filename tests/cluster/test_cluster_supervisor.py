@@ -180,6 +180,21 @@ def test_a_server_crashing_at_start_is_classified_within_30_seconds(
     assert not (run.layout.attempt_dir(0, 1) / "stand-in-answers.json").exists()
 
 
+def test_a_strict_server_serving_another_model_name_fails_to_start_naming_both_names(
+    tmp_path: Path, local_slurm: dict[str, str]
+) -> None:
+    # The test server serves its last --model: 'other-model', where the client would ask for 'writer'.
+    plan = compile_plan(tmp_path, local_slurm, shards=1, replicas=1, server_flags=("--model", "other-model"))
+    run = submit(tmp_path, local_slurm, plan)
+    status, elapsed = run.wait_for_status(0, timeout_s=120)
+    assert_nothing_left(run, local_slurm, str(tmp_path))
+
+    print(f"model name mismatch classified {elapsed:.1f}s after submission (startup budget 600 s)")
+    assert status.status == "server_failed_to_start", run.diagnosis()
+    assert "server writer-r0 serves 'other-model' but the client will ask for 'writer'" in status.message, status
+    assert not (run.layout.attempt_dir(0, 1) / "stand-in-answers.json").exists()
+
+
 def test_a_replica_spanning_two_nodes_probes_a_port_on_each_and_serves_with_the_attempt_key(
     tmp_path: Path, local_slurm: dict[str, str]
 ) -> None:

@@ -38,7 +38,7 @@ from data_designer.slurm.contracts.records import (
     RecordSchema,
     StatusRecord,
 )
-from data_designer.slurm.planner import compile, load_run, resolve_config
+from data_designer.slurm.planner import compile, load_run, plan_digest, resolve_config
 from data_designer.slurm.runtime.store._claims import claim, owner_from_environment
 from data_designer.slurm.runtime.store._layout import ENDPOINTS_RECORD, RunLayout
 from data_designer.slurm.runtime.store._record_io import RecordOk, read_record, write_record_once
@@ -287,6 +287,50 @@ def test_a_server_crashing_at_start_fails_the_attempt_within_seconds_with_its_lo
     assert outcome.elapsed_s < 15, "classified long before the startup budget (60 s)"
     assert not (outcome.attempt_dir / ENDPOINTS_RECORD).exists()
     assert not (outcome.attempt_dir / "stand-in-answers.json").exists(), "the client never started"
+
+
+@pytest.mark.parametrize("permissive", [False, True], ids=["strict", "permissive"])
+def test_a_server_serving_another_model_name_fails_to_start_naming_both_names(
+    workspace: Path, permissive: bool
+) -> None:
+    # The test server serves its last --model: 'other-model', where the client would ask for 'writer'.
+    flags = ("--model", "other-model", *(("--permissive",) if permissive else ()))
+    plan = compile_plan(request_log_dir=workspace, server_flags=flags, replicas=1, stand_in=True)
+    outcome = run_supervisor(workspace, plan)
+    print(f"server_failed_to_start classified {outcome.elapsed_s:.2f}s after the supervisor started")
+
+    assert outcome.returncode == EXIT_CODES["server_failed_to_start"], outcome.stderr
+    status = outcome.status
+    assert status.status == "server_failed_to_start"
+    assert status.step == "server-writer-0"
+    assert "server writer-r0 serves 'other-model' but the client will ask for 'writer'" in status.message
+    assert not (outcome.attempt_dir / ENDPOINTS_RECORD).exists()
+    assert not (outcome.attempt_dir / "stand-in-answers.json").exists(), "the client never started"
+
+
+def test_a_command_server_without_v1_models_is_ready_on_health_alone(workspace: Path) -> None:
+    script = (
+        "import http.server, sys\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        self.send_response(200 if self.path == '/health' else 404)\n"
+        "        self.send_header('Content-Length', '0')\n"
+        "        self.end_headers()\n"
+        "http.server.HTTPServer((sys.argv[1], int(sys.argv[2])), H).serve_forever()\n"
+    )
+    plan = compile_plan(request_log_dir=workspace, replicas=1)
+    replica = plan.allocation.replicas[0].model_copy(
+        update={"argv": (sys.executable, "-c", script, "{host}", "{port}")}
+    )
+    plan = plan.model_copy(update={"allocation": plan.allocation.model_copy(update={"replicas": (replica,)})})
+    outcome = run_supervisor(workspace, plan.model_copy(update={"digest": plan_digest(plan)}))
+
+    attempt = outcome.attempt
+    assert attempt.replicas[0].ready_at is not None, outcome.stderr
+    assert attempt.client_started_at is not None
+    assert "writer-r0 answers GET /v1/models with HTTP 404 and no model list: readiness is /health alone" in (
+        outcome.stderr
+    )
 
 
 def test_a_server_dying_while_the_client_runs_is_server_died(workspace: Path) -> None:

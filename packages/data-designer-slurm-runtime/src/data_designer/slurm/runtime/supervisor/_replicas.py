@@ -5,7 +5,8 @@ GPUs and memory per node, ``--relative`` to its first node), so two steps on one
 Slurm-assigned GPUs. The step runs the launcher (``data_designer.slurm.runtime._launch``), which probes a
 free port on its node, publishes it and execs the server; a replica with an image runs in it (``_containers``:
 pyxis puts the whole step in the container, apptainer wraps the server argv). Readiness is the replica's health
-endpoint answering 200; a step whose process ends first fails the attempt at once with its log tail.
+endpoint answering 200, then ``GET /v1/models`` naming the plan's served name (``_served_models``); a step whose
+process ends first fails the attempt at once with its log tail.
 """
 
 from __future__ import annotations
