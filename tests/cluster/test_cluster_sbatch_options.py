@@ -42,6 +42,7 @@ def test_accepted_options_do_not_change_what_the_plan_allocates(local_slurm: dic
         ScriptRequest(
             nodes=2,
             cpus_per_node=2,
+            memory_mb_per_node=1000,
             gres_gpus_per_node=1,
             exclusive=False,
             time_limit="00:05:00",

@@ -199,7 +199,9 @@ def test_sinfo_partitions() -> None:
 
 
 @pytest.mark.parametrize(("cpus", "memory", "expected"), [("4+", "4000+", (4, 4000)), ("N/A", "N/A", (None, None))])
-def test_sinfo_counts_of_differing_or_unknown_nodes(cpus: str, memory: str, expected: tuple[int | None, int | None]) -> None:
+def test_sinfo_counts_of_differing_or_unknown_nodes(
+    cpus: str, memory: str, expected: tuple[int | None, int | None]
+) -> None:
     (row,) = parse_sinfo(f"gpu|up|1-00:00:00|2|idle|node[1-2]|{cpus}|{memory}|gpu:2\n")
     assert (row.cpus, row.memory_mb) == expected
 
