@@ -131,9 +131,10 @@ def test_sigint_while_blocked_on_slurm_exits_130_with_one_json_object(home: Path
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     started = tmp_path / "scontrol-started"
-    scontrol = bin_dir / "scontrol"
-    scontrol.write_text(f"#!/bin/sh\ntouch '{started}'\nexec sleep 60\n", encoding="utf-8")
-    scontrol.chmod(0o755)
+    for name in ("scontrol", "sinfo"):  # execute's first Slurm call, whichever it is, blocks
+        command = bin_dir / name
+        command.write_text(f"#!/bin/sh\ntouch '{started}'\nexec sleep 60\n", encoding="utf-8")
+        command.chmod(0o755)
     env = environment(home, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     process = subprocess.Popen(
         [str(DATA_DESIGNER), "slurm", "execute", "run.yaml", "--profile", "profile.yaml", "--json"],
