@@ -27,7 +27,7 @@ _CLUSTER = """\
     compute_python:
       interpreter: "/shared/{name}/venv/bin/python"
     default_time_limit: "1-00:00:00"
-    sbatch_options: ["--constraint=a100&ib", "--exclusive", "--qos=normal"]
+    sbatch_options: ["--constraint=a100&ib", "--qos=normal"]
     environment: [HF_TOKEN, NVIDIA_API_KEY, WANDB_API_KEY]
     huggingface:
       hf_home: "/shared/{name}/hf"
