@@ -59,10 +59,8 @@ from data_designer.slurm.contracts.records import (
 from data_designer.slurm.planner import (
     bind_submission,
     canonical_json,
-    compile,
     config_path,
     load_run,
-    resolve_config,
 )
 from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubmissionRefused, SubprocessRunner
 from data_designer.slurm.runtime.facts import save_facts
@@ -89,6 +87,7 @@ from data_designer.slurm.runtime.store import (
 from data_designer.slurm.services._facts import cluster_facts, refuse_misfit
 from data_designer.slurm.services._plans import (
     Source,
+    compile_config,
     locate,
     profile_source_of,
     read_input,
@@ -168,18 +167,9 @@ def _create(
         )
     facts, lookup = cluster_facts(cluster_profile, scheduler, clock)
     profile_source = profile_source_of(profile_path, cluster_name, operation=_OPERATION)
-    try:
-        plan = compile(
-            run,
-            cluster_profile,
-            cluster=cluster_name,
-            config=resolve_config(run, config_text),
-            facts=facts,
-            images=None,
-        )
-    except InvalidInputError as exc:
-        located = [locate(p, run_source, profile_source) for p in exc.problems]
-        raise InvalidInputError.from_problems(located, operation="plan.compile") from exc
+    plan = compile_config(
+        run, cluster_profile, cluster_name, facts, config_text, run_source=run_source, profile_source=profile_source
+    )
     refuse_unresolved(plan)
     passed = passed_environment(plan, environ, run_file=str(run_path), profile_file=str(profile_path))
 

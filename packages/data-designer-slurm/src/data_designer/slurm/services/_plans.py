@@ -78,6 +78,9 @@ class Source:
         return parse_document(self._text(), file=self.file)
 
 
+_COMPILE = "plan.compile"
+
+
 def plan_run(
     run_file: str | Path,
     *,
@@ -313,15 +316,32 @@ def compile_located(
 ) -> tuple[ExecutionPlan, str | None]:
     """Read the run's config, compile, and locate every problem in the file and line it comes from; the plan and
     the config file's text (None for an inline config)."""
-    operation = "plan.compile"
     path = config_path(run)
     config_text = None
     if path is not None:
         config_text = read_named(
-            path, run_source, ("data_designer", "config"), what="Data Designer config", operation=operation
+            path, run_source, ("data_designer", "config"), what="Data Designer config", operation=_COMPILE
         )
+    plan = compile_config(
+        run, profile, cluster, facts, config_text, run_source=run_source, profile_source=profile_source
+    )
+    return plan, config_text
+
+
+def compile_config(
+    run: RunSpec,
+    profile: ClusterProfile,
+    cluster: str,
+    facts: ClusterFacts,
+    config_text: str | None,
+    *,
+    run_source: Source,
+    profile_source: Source,
+) -> ExecutionPlan:
+    """Compile with the config text already read, every problem located in the file and line it comes from
+    (``execute`` reads the config's bytes itself, to snapshot exactly what it compiled)."""
     try:
-        plan = compile(
+        return compile(
             run,
             profile,
             cluster=cluster,
@@ -331,8 +351,7 @@ def compile_located(
         )
     except InvalidInputError as exc:
         located = [locate(p, run_source, profile_source) for p in exc.problems]
-        raise InvalidInputError.from_problems(located, operation=operation) from exc
-    return plan, config_text
+        raise InvalidInputError.from_problems(located, operation=_COMPILE) from exc
 
 
 def locate(problem: Problem, run: Source, profile: Source) -> Problem:
