@@ -131,6 +131,7 @@ from data_designer.slurm.contracts._run import (
     SubmissionSettings,
     VllmDeployment,
 )
+from data_designer.slurm.contracts._run_actions import CancelResult, RetryResult, RetryShardResult
 from data_designer.slurm.contracts._run_status import (
     ACTIVE_SHARD_STATES,
     SHARD_STATES,
@@ -215,6 +216,7 @@ __all__ = [
     "BenchmarkDryRun",
     "BenchmarkPlan",
     "BenchmarkSpec",
+    "CancelResult",
     "CaseValue",
     "CheckFailedError",
     "ChildSummary",
@@ -283,6 +285,8 @@ __all__ = [
     "RecordPolicy",
     "ReplicaPlan",
     "ReplicasAxis",
+    "RetryResult",
+    "RetryShardResult",
     "RunDryRun",
     "RunSpec",
     "RunState",

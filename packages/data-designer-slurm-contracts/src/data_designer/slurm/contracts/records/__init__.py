@@ -59,6 +59,16 @@ from data_designer.slurm.contracts.records._progress import (
     WorkerProgress,
     WorkerState,
 )
+from data_designer.slurm.contracts.records._retry import (
+    CANCELLATION_SCHEMA,
+    RESUME_SCHEMA,
+    RETRY_SCHEMA,
+    CancellationRecord,
+    Requester,
+    ResumeClaim,
+    RetryIntent,
+    RetryShard,
+)
 from data_designer.slurm.contracts.records._run import RUN_SCHEMA, RunRecord
 from data_designer.slurm.contracts.records._schema import (
     RECORD_SCHEMA_NAME_PATTERN,
@@ -78,6 +88,7 @@ from data_designer.slurm.contracts.records._submission import SUBMISSION_SCHEMA,
 __all__ = [
     "ATTEMPT_COLUMN",
     "ATTEMPT_SCHEMA",
+    "CANCELLATION_SCHEMA",
     "CLAIM_SCHEMA",
     "CLIENT_ERROR_MESSAGE_LIMIT",
     "CLIENT_ERROR_SCHEMA",
@@ -101,6 +112,8 @@ __all__ = [
     "PROGRESS_SCHEMA",
     "PROVENANCE_COLUMNS",
     "RECORD_SCHEMA_NAME_PATTERN",
+    "RESUME_SCHEMA",
+    "RETRY_SCHEMA",
     "RUN_ID_COLUMN",
     "RUN_SCHEMA",
     "SHARD_COLUMN",
@@ -108,6 +121,7 @@ __all__ = [
     "SUBMISSION_SCHEMA",
     "AliasEndpoints",
     "AttemptRecord",
+    "CancellationRecord",
     "ClaimOwner",
     "ClientCause",
     "ClientErrorRecord",
@@ -132,6 +146,10 @@ __all__ = [
     "RecordSchemaName",
     "ReplicaRecord",
     "ReplicaRequests",
+    "Requester",
+    "ResumeClaim",
+    "RetryIntent",
+    "RetryShard",
     "Routing",
     "RunRecord",
     "SeedRewrite",

@@ -34,6 +34,10 @@ class SubmissionRecord(BaseModel):
     model_config = FROZEN
 
     submitted_at: AwareDatetime
+    generation: NonNegativeInt = Field(
+        default=0,
+        description="0: the run's own submission (execute); n: retry generation n (its intent is retries/NNNN.json).",
+    )
     jobs: tuple[SubmittedJob, ...] = Field(strict=False)
     submitted: NonNegativeInt
     recovered: NonNegativeInt
