@@ -64,6 +64,12 @@ class SubmissionChunk(BaseModel):
     array_spec: PrintableText = Field(description="The --array value, e.g. '0-9%4'.")
     index_offset: NonNegativeInt = Field(description="Global position of array index 0 among the unit's tasks.")
     tasks: tuple[ArrayTaskBinding, ...] = Field(strict=False, min_length=1)
+    after: PrintableText | None = Field(
+        default=None,
+        description="The job name of an earlier chunk of the unit that must end first (sbatch "
+        "--dependency=afterany:<its job id>): a retry spanning several chunks runs them one after another, so its "
+        "array throttle holds for the retry as a whole.",
+    )
 
     @model_validator(mode="after")
     def _unique_indices(self) -> SubmissionChunk:
@@ -95,6 +101,13 @@ class SubmissionUnit(BaseModel):
         names = [c.job_name for c in self.chunks]
         if len(set(names)) != len(names):
             raise PydanticCustomError("duplicate_job_name", "job names repeat", {"hint": "name each chunk uniquely"})
+        for position, chunk in enumerate(self.chunks):
+            if chunk.after is not None and chunk.after not in names[:position]:
+                raise PydanticCustomError(
+                    "unknown_dependency",
+                    "chunk {name} waits for {after}, which is not an earlier chunk of the unit",
+                    {"name": chunk.job_name, "after": chunk.after, "hint": "name an earlier chunk's job name"},
+                )
         return self
 
 

@@ -222,13 +222,15 @@ def bind_retry(
     if problems:
         raise InvalidInputError.from_problems(problems, operation="plan.bind_retry")
     base = bind_submission(plan, binding)
-    chunks = []
+    chunks: list[SubmissionChunk] = []
     for chunk in base.chunks:
         tasks = tuple(task for task in chunk.tasks if task.shard in wanted)
         if not tasks:
             continue
         throttle = chunk.array_spec.partition("%")[2]
         spec = format_indices(task.index for task in tasks) + (f"%{throttle}" if throttle else "")
+        # With a throttle, each chunk waits for the one before (afterany): at most N tasks of the retry run at once.
+        after = chunks[-1].job_name if throttle and chunks else None
         chunks.append(
             chunk.model_copy(
                 update={
@@ -236,6 +238,7 @@ def bind_retry(
                     "generation": generation,
                     "array_spec": spec,
                     "tasks": tasks,
+                    "after": after,
                 }
             )
         )

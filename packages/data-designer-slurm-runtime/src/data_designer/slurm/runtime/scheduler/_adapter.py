@@ -192,14 +192,18 @@ class SlurmScheduler:
         passed = job_environment(unit, environment or {})
         existing = self.find_submitted([c.job_name for c in unit.chunks], since=since)
         chunks: list[SubmittedChunk] = []
+        job_ids: dict[str, str] = {}
         calls = 0
         for chunk in unit.chunks:
             if chunk.job_name in existing:
                 chunks.append(existing[chunk.job_name])
+                job_ids[chunk.job_name] = existing[chunk.job_name].job_id
                 continue
             # The unit's own arguments go first so that ours (name, array, parsable reply) win on repeats.
             argv = ["sbatch", *unit.sbatch_args]
             argv += ["--parsable", f"--job-name={chunk.job_name}", f"--array={chunk.array_spec}"]
+            if chunk.after is not None:  # the unit's validator guarantees an earlier chunk, so its id is known
+                argv.append(f"--dependency=afterany:{job_ids[chunk.after]}")
             calls += 1
             result = self._runner.run(
                 argv, timeout_s=self._sbatch_timeout_s, stdin=unit.script, environment=passed or None
@@ -220,6 +224,7 @@ class SlurmScheduler:
                     hint="submit again: chunks already accepted are found by job name",
                 ) from exc
             chunks.append(SubmittedChunk(job_name=chunk.job_name, job_id=reply.job_id, cluster=reply.cluster))
+            job_ids[chunk.job_name] = reply.job_id
         recovered = sum(1 for c in chunks if c.recovered)
         return SubmissionResult(
             chunks=tuple(chunks), submitted=len(chunks) - recovered, recovered=recovered, sbatch_calls=calls

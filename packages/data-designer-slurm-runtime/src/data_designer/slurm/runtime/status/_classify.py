@@ -25,6 +25,7 @@ from data_designer.slurm.contracts.records import EXIT_CODES, EXIT_NOT_OURS
 from data_designer.slurm.planner import count_indices
 from data_designer.slurm.runtime.store import (
     AttemptSnapshot,
+    RetrySnapshot,
     RunSnapshot,
     ShardSnapshot,
     TaskRef,
@@ -37,6 +38,9 @@ DEFAULT_GRACE_S = 60.0
 attributes), and how long after submission a job may be absent from both sources (accounting lag)."""
 DEFAULT_STALE_BEATS = 4
 """Missed heartbeat intervals after which a running attempt is stale."""
+DEFAULT_RETRY_GRACE_S = 300.0
+"""How long a retry intent may lack its submission record before its shards are missing (``retry_unsubmitted``):
+longer than its ``sbatch`` calls can take (60 s each)."""
 PREFLIGHT_EXIT = EXIT_CODES["environment_mismatch"]
 _IMPORT_FAILURE = "No module named 'data_designer"
 """What the batch script's import check prints when the compute Python lacks the runtime."""
@@ -45,7 +49,7 @@ _IMPORT_FAILURE = "No module named 'data_designer"
 _PARTIAL_ENDINGS = frozenset({"time_limit", "preempted"})
 _SCHEDULER_DECIDED = frozenset({"pending", "running", "stale", "scheduler_inconsistent", "missing"})
 """States only a live observation can give: with cached evidence they become unknown (the last one is shown)."""
-_RECORD_REASONS = frozenset({"no_submission", "manifest_invalid"})
+_RECORD_REASONS = frozenset({"no_submission", "manifest_invalid", "retry_submitting", "retry_unsubmitted"})
 """Reasons of those states that the records alone decide (rows S3, E1): they stand without the scheduler."""
 
 
@@ -55,6 +59,7 @@ class Rules:
 
     grace_s: float = DEFAULT_GRACE_S
     stale_beats: int = DEFAULT_STALE_BEATS
+    retry_grace_s: float = DEFAULT_RETRY_GRACE_S
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,8 @@ def _classify_shard(
     latest = live[-1] if live else (shard.tasks[-1] if shard.tasks else None)
     ev = tasks.get((latest.job_id, latest.array_task)) if latest is not None else None
     verdict = _verdict(shard, snapshot, latest, ev, observation, now, rules, anomalies)
+    if verdict.state == "cancelled":
+        verdict = _cancelled_by_user(verdict, shard, snapshot, latest)
     if outage and verdict.state in _SCHEDULER_DECIDED and verdict.reason not in _RECORD_REASONS and observation:
         # The scheduler could not be asked now: what only it can tell is unknown; the last known state is shown.
         age = max(0.0, (now - parse_timestamp(observation.observed_at)).total_seconds())
@@ -182,6 +189,10 @@ def _verdict(
         if ev is not None and ev.state in TERMINAL_TASK_STATES and ev.state != "completed":
             anomalies.append(f"Slurm reports {ev.raw_state} (exit {ev.exit_code}) but the manifests are complete")
         return _Verdict("succeeded")
+    held = _held_by_retry(shard, snapshot, latest)
+    if held is not None:
+        # Row 0: a retry took this shard and its submission is not recorded yet (being submitted, or orphaned).
+        return _retry_verdict(held, now, rules)
     if latest is None:
         # Row 2: nothing was ever submitted for this shard.
         error = snapshot.submission_error
@@ -207,6 +218,60 @@ def _verdict(
     if ev is not None:  # terminal in Slurm, and the task's own attempt wrote no status.json
         return _terminal_without_status(shard, own, latest, ev, now, rules)
     return _unseen(shard, own, latest, observation, now, rules)
+
+
+def _held_by_retry(shard: ShardSnapshot, snapshot: RunSnapshot, latest: TaskRef | None) -> RetrySnapshot | None:
+    """The newest retry generation whose intent names the shard and has no submission record, unless a task of that
+    generation (or a later one) is already known."""
+    number = shard.plan.shard
+    for retry in reversed(snapshot.unsubmitted_retries()):
+        if number in retry.shards and (latest is None or latest.generation < retry.generation):
+            return retry
+    return None
+
+
+def _retry_verdict(retry: RetrySnapshot, now: datetime, rules: Rules) -> _Verdict:
+    since = retry.held_since
+    who = retry.resumes[-1].requested_by if retry.resumes else retry.intent.requested_by
+    holder = f"{who.user}@{who.host} (pid {who.pid})"
+    age = (now - since).total_seconds() if since is not None else None
+    if age is not None and age <= rules.retry_grace_s:
+        return _Verdict(
+            "pending",
+            reason="retry_submitting",
+            message=f"retry generation {retry.generation} is being submitted by {holder} ({age:.0f}s ago)",
+        )
+    when = format_timestamp(since) if since is not None else "an unknown time"
+    return _Verdict(
+        "missing",
+        reason="retry_unsubmitted",
+        message=f"retry generation {retry.generation} by {holder} at {when} has no submission record; "
+        "run 'data-designer slurm retry RUN' again: it finds its jobs by name, or submits them",
+    )
+
+
+def _cancelled_by_user(
+    verdict: _Verdict, shard: ShardSnapshot, snapshot: RunSnapshot, latest: TaskRef | None
+) -> _Verdict:
+    """Row C2: a cancelled shard that a ``cancel`` record covers (made after its task was submitted) was cancelled by
+    that user."""
+    for cancellation in reversed(snapshot.cancellations):
+        if not cancellation.covers(shard.plan.shard):
+            continue
+        made = cancellation.written_at or cancellation.record.requested_by.time
+        if latest is not None and made < latest.submitted_at:
+            return verdict  # cancelled before this task existed: Slurm's own reason stands
+        who = cancellation.record.requested_by
+        message = f"cancelled by {who.user}@{who.host} at {format_timestamp(made)} (data-designer slurm cancel)"
+        return _Verdict(
+            "cancelled",
+            reason="cancelled_by_user",
+            message=message,
+            last_log_line=verdict.last_log_line,
+            phase=verdict.phase,
+            live_records=verdict.live_records,
+        )
+    return verdict
 
 
 def _running(

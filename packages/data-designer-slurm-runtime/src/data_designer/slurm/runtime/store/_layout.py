@@ -42,6 +42,8 @@ BENCHMARK_RECORD = "benchmark.json"
 ENDPOINTS_RECORD = "endpoints.json"
 PORTS_DIR = "ports"
 OBSERVATIONS_DIR = "observations"
+RETRIES_DIR = "retries"
+CANCELLATIONS_DIR = "cancellations"
 
 SHARD_WIDTH = 5
 ATTEMPT_WIDTH = 4
@@ -260,6 +262,26 @@ class RunLayout:
     def observations_dir(self) -> Path:
         """Appended scheduler observations of the run (``observations/NNNN.json``; many writers)."""
         return self.run_dir / OBSERVATIONS_DIR
+
+    @property
+    def retries_dir(self) -> Path:
+        """Retry intents (``retries/NNNN.json``, NNNN = the generation; write-once) and their resume claims."""
+        return self.run_dir / RETRIES_DIR
+
+    def retry_intent(self, generation: int) -> Path:
+        return self.retries_dir / f"{_index(generation, 'generation', minimum=1):04d}.json"
+
+    def resume_claim(self, generation: int, resume: int) -> Path:
+        """The ``resume``-th takeover of generation ``generation``'s intent (``retries/NNNN.resume-K``)."""
+        return (
+            self.retries_dir
+            / f"{_index(generation, 'generation', minimum=1):04d}.resume-{_index(resume, 'resume', minimum=1)}"
+        )
+
+    @property
+    def cancellations_dir(self) -> Path:
+        """Appended cancellation records (``cancellations/NNNN.json``)."""
+        return self.run_dir / CANCELLATIONS_DIR
 
     def batch_log(self, job_name: str, array_task: int, stream: str) -> Path:
         """Slurm's own stdout/stderr of one array task (``sbatch --output/--error`` as the planner binds them)."""

@@ -12,6 +12,7 @@ counts; anything else is named in ``problems`` and proves nothing.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -22,11 +23,14 @@ from pydantic import BaseModel
 from data_designer.slurm.contracts import ChunkLayout, NotFoundError, SlurmExtensionError, UnavailableError
 from data_designer.slurm.contracts.records import (
     ATTEMPT_SCHEMA,
+    CANCELLATION_SCHEMA,
     CLAIM_SCHEMA,
     HEARTBEAT_SCHEMA,
     MANIFEST_SCHEMA,
     OBSERVATION_SCHEMA,
     PROGRESS_SCHEMA,
+    RESUME_SCHEMA,
+    RETRY_SCHEMA,
     RUN_SCHEMA,
     STATUS_SCHEMA,
     SUBMISSION_SCHEMA,
@@ -59,7 +63,9 @@ from data_designer.slurm.runtime.store._record_io import Clock, RecordOk, read_r
 from data_designer.slurm.runtime.store._snapshot import (
     AttemptSnapshot,
     BatchError,
+    CancellationSnapshot,
     ReadStats,
+    RetrySnapshot,
     RunSnapshot,
     ShardSnapshot,
     TaskRef,
@@ -94,6 +100,11 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
     newest = _read_appended(layout.observations_dir, OBSERVATION_SCHEMA, count, problems, newest_first=True)
     observations: tuple[ObservationRecord | None, datetime | None] = next(newest, (None, None))
     tasks = _tasks_by_shard(run, submissions, plan_chunks={c.chunk: c for c in plan.submission.chunks})
+    retries, highest_retry = _read_retries(layout, {record.generation for record, _ in submissions}, count, problems)
+    cancellations = tuple(
+        CancellationSnapshot(record, written_at)
+        for record, written_at in _read_appended(layout.cancellations_dir, CANCELLATION_SCHEMA, count, problems)
+    )
     present = _list(layout.shards_dir, count)
     shard_dirs = {number for number in map(parse_shard, present) if number is not None}
     shards_root = str(layout.shards_dir)
@@ -134,6 +145,9 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
         last_observation_at=observed_at,
         problems=tuple(problems),
         stats=ReadStats(files_read=count.files, directories_listed=count.listings),
+        retries=retries,
+        cancellations=cancellations,
+        highest_retry_file=highest_retry,
     )
 
 
@@ -184,6 +198,53 @@ def _read_appended(
             yield result.payload, result.written_at
         else:
             problems.append(f"{path.name} in {directory.name}/ is {result.status.replace('_', ' ')}")
+
+
+_RETRY_NAME = re.compile(r"([0-9]{4,})\.json")
+_RESUME_NAME = re.compile(r"([0-9]{4,})\.resume-([1-9][0-9]*)")
+
+
+def _read_retries(
+    layout: RunLayout, submitted: set[int], count: _Counter, problems: list[str]
+) -> tuple[tuple[RetrySnapshot, ...], int]:
+    """Every retry intent (``retries/NNNN.json``) with its resume claims, by generation, and the highest intent number
+    present. An intent that is not valid, or names another generation than its file, is a problem (its number
+    stays taken)."""
+    intents: dict[int, str] = {}
+    resumes: dict[int, list[tuple[int, str]]] = {}
+    for name in _list(layout.retries_dir, count):
+        if (match := _RETRY_NAME.fullmatch(name)) and f"{int(match.group(1)):04d}" == match.group(1):
+            intents[int(match.group(1))] = name
+        elif (match := _RESUME_NAME.fullmatch(name)) and f"{int(match.group(1)):04d}" == match.group(1):
+            resumes.setdefault(int(match.group(1)), []).append((int(match.group(2)), name))
+    found = []
+    for generation in sorted(intents):
+        count.files += 1
+        result = read_record(layout.retries_dir / intents[generation], RETRY_SCHEMA)
+        if not isinstance(result, RecordOk) or result.payload.generation != generation:
+            what = "names another generation" if isinstance(result, RecordOk) else result.status.replace("_", " ")
+            problems.append(f"{intents[generation]} in retries/ {what}")
+            continue
+        claims = []
+        resumed_at = None
+        for _, name in sorted(resumes.get(generation, [])):
+            count.files += 1
+            claim_read = read_record(layout.retries_dir / name, RESUME_SCHEMA)
+            if isinstance(claim_read, RecordOk) and claim_read.payload.generation == generation:
+                claims.append(claim_read.payload)
+                resumed_at = claim_read.written_at
+            else:
+                problems.append(f"{name} in retries/ is not a valid resume claim")
+        found.append(
+            RetrySnapshot(
+                intent=result.payload,
+                written_at=result.written_at,
+                resumes=tuple(claims),
+                resumed_at=resumed_at,
+                submitted=generation in submitted,
+            )
+        )
+    return tuple(found), max(intents, default=0)
 
 
 def _tasks_by_shard(

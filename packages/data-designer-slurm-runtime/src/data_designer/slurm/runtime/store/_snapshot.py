@@ -12,11 +12,14 @@ from datetime import datetime
 from data_designer.slurm.contracts import ExecutionPlan, ShardPlan
 from data_designer.slurm.contracts.records import (
     AttemptRecord,
+    CancellationRecord,
     ClaimOwner,
     HeartbeatRecord,
     IndexRange,
     ObservationRecord,
     OutputManifest,
+    ResumeClaim,
+    RetryIntent,
     RunRecord,
     StatusRecord,
     SubmissionRecord,
@@ -86,6 +89,42 @@ class ShardSnapshot:
 
 
 @dataclass(frozen=True)
+class RetrySnapshot:
+    """One retry generation: its intent, who took it over since, and whether its submission was recorded."""
+
+    intent: RetryIntent
+    written_at: datetime | None
+    resumes: tuple[ResumeClaim, ...] = ()
+    """Valid resume claims, ascending: processes that took over the intent because no submission was recorded."""
+    resumed_at: datetime | None = None
+    """When the newest resume claim was written."""
+    submitted: bool = False
+    """A submission record of this generation exists (its jobs, or the scheduler's refusal)."""
+
+    @property
+    def generation(self) -> int:
+        return self.intent.generation
+
+    @property
+    def held_since(self) -> datetime | None:
+        """When its current holder took it: the newest resume claim, else the intent."""
+        return self.resumed_at or self.written_at
+
+    @property
+    def shards(self) -> frozenset[int]:
+        return frozenset(item.shard for item in self.intent.shards)
+
+
+@dataclass(frozen=True)
+class CancellationSnapshot:
+    record: CancellationRecord
+    written_at: datetime | None
+
+    def covers(self, shard: int) -> bool:
+        return self.record.whole_run or shard in self.record.shards
+
+
+@dataclass(frozen=True)
 class ReadStats:
     files_read: int
     directories_listed: int
@@ -105,6 +144,12 @@ class RunSnapshot:
     last_observation_at: datetime | None = None
     problems: tuple[str, ...] = ()
     stats: ReadStats = field(default_factory=lambda: ReadStats(0, 0))
+    retries: tuple[RetrySnapshot, ...] = ()
+    """Every readable retry intent, by generation."""
+    cancellations: tuple[CancellationSnapshot, ...] = ()
+    """Every readable cancellation record, oldest first."""
+    highest_retry_file: int = 0
+    """The highest ``retries/NNNN.json`` number present, readable or not (a corrupt intent still holds its number)."""
 
     @property
     def job_ids(self) -> tuple[str, ...]:
@@ -121,5 +166,18 @@ class RunSnapshot:
         through. Shards no job holds are not_submitted with it (jobs accepted before the refusal are recorded)."""
         error: str | None = None
         for submission in self.submissions:
-            error = submission.error
+            if submission.generation == 0:  # a refused retry leaves the run's own submission standing
+                error = submission.error
         return error
+
+    @property
+    def next_generation(self) -> int:
+        """The retry generation a new retry takes: one past every intent and every recorded job's generation."""
+        seen = [r.generation for r in self.retries] + [self.highest_retry_file]
+        seen += [s.generation for s in self.submissions]
+        seen += [job.generation for s in self.submissions for job in s.jobs]
+        return max(seen, default=0) + 1
+
+    def unsubmitted_retries(self) -> tuple[RetrySnapshot, ...]:
+        """Retry generations whose intent has no submission record yet (being submitted now, or orphaned)."""
+        return tuple(r for r in self.retries if not r.submitted)

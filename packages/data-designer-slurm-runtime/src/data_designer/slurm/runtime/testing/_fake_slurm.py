@@ -231,6 +231,13 @@ class FakeSlurm(FakeCluster):
             Behaviour.from_script(script)
         except ValueError as exc:
             return 1, "", f"sbatch: error: bad '# fake-slurm:' directive: {exc}\n"
+        dependency = options.get("--dependency", options.get("-d"))
+        after: int | None = None
+        if dependency is not None:
+            kind, _, target = dependency.partition(":")
+            if kind != "afterany" or not target.isdigit() or int(target) not in self.jobs:
+                return 1, "", "sbatch: error: Batch job submission failed: Job dependency problem\n"
+            after = int(target)
         job = self.add_job(
             name=options.get("--job-name", options.get("-J", "sbatch")),
             script=script,
@@ -239,6 +246,7 @@ class FakeSlurm(FakeCluster):
             time_limit_s=None if limit_s is None else float(limit_s),
             requeue="--no-requeue" not in options,
         )
+        job.after = after
         reply = f"{job.job_id};{self.cluster_name}" if self.cluster_reply else str(job.job_id)
         return 0, (reply + "\n") if "--parsable" in options else f"Submitted batch job {job.job_id}\n", ""
 
