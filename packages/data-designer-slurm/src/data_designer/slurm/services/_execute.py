@@ -264,7 +264,7 @@ def _submit(
     try:
         result = scheduler.submit(record.unit, since=record.created_at - SINCE_SLACK, environment=environment)
     except SubmissionRefused as exc:
-        accepted = _jobs(record.unit, exc.accepted)
+        accepted = submitted_jobs(record.unit, exc.accepted)
         _record_refusal(layout, exc, accepted, clock)
         if accepted:  # the rest may go once the cause is gone: the unit is the same
             hint = (
@@ -289,7 +289,7 @@ def _submit(
             }
         )
         raise
-    jobs = _jobs(record.unit, result.chunks)
+    jobs = submitted_jobs(record.unit, result.chunks)
     if len(jobs) != len(record.unit.chunks):
         raise InternalError("the scheduler returned no job for some chunks", code="chunk_not_submitted")
     appended = append_record(
@@ -343,7 +343,7 @@ def _record_refusal(
     )
 
 
-def _jobs(unit: SubmissionUnit, submitted: Sequence[SubmittedChunk]) -> tuple[SubmittedJob, ...]:
+def submitted_jobs(unit: SubmissionUnit, submitted: Sequence[SubmittedChunk]) -> tuple[SubmittedJob, ...]:
     """The unit's chunks the scheduler accepted (or found again), in the unit's order."""
     by_name = {c.job_name: c for c in submitted}
     return tuple(

@@ -16,13 +16,14 @@ and ``link``) is skipped and is evidence of nothing.
 from __future__ import annotations
 
 import os
+import pwd
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from data_designer.slurm.contracts import InternalError
-from data_designer.slurm.contracts.records import CLAIM_SCHEMA, ClaimOwner
+from data_designer.slurm.contracts.records import CLAIM_SCHEMA, ClaimOwner, Requester
 from data_designer.slurm.runtime.store._layout import CLAIM_FILE, format_attempt, parse_attempt
 from data_designer.slurm.runtime.store._record_io import (
     Clock,
@@ -124,3 +125,24 @@ def owner_from_environment(
         restart_count=int(restarts) if restarts.isascii() and restarts.isdigit() else 0,
         time=clock(),
     )
+
+
+def requester_from_environment(
+    environ: Mapping[str, str], *, clock: Clock = system_clock, host: str | None = None, pid: int | None = None
+) -> Requester:
+    """Who is asking on this login node: ``$USER`` (else the account name), the host, this process, now."""
+    user = environ.get("USER") or environ.get("LOGNAME") or _account_name()
+    return Requester(
+        user=user,
+        host=host if host is not None else socket.gethostname(),
+        pid=pid if pid is not None else os.getpid(),
+        time=clock(),
+    )
+
+
+def _account_name() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid without a passwd entry (containers)
+        return str(os.getuid())
+

@@ -1,0 +1,212 @@
+"""``cancel``: stop every job of every generation that holds the selected shards, confirm it, record who did it.
+
+The run is read once (``store.read_run``); the jobs are every submitted task of the selected shards, in every
+generation (the run's own submission, Slurm's requeues of it, every retry), plus the jobs of a retry intent whose
+submission is not recorded yet (found by name). One observation tells which of them are still live; only those
+are given to ``scancel`` (``job_task`` for single shards, whole jobs for the whole run), and the cancellation is
+confirmed by observing until none is pending or running. Then ``cancellations/NNNN.json`` is appended (who, when,
+which shards, whether it was confirmed): nobody writes into another attempt's directory. ``status`` then shows
+those shards ``cancelled`` with reason ``cancelled_by_user``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from data_designer.slurm.contracts import (
+    TERMINAL_TASK_STATES,
+    CancelResult,
+    InvalidInputError,
+    SlurmExtensionError,
+    UnavailableError,
+)
+from data_designer.slurm.contracts.records import CANCELLATION_SCHEMA, CancellationRecord
+from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.status import SINCE_SLACK
+from data_designer.slurm.runtime.store import (
+    Clock,
+    RunSnapshot,
+    append_record,
+    read_run,
+    requester_from_environment,
+    system_clock,
+)
+from data_designer.slurm.services._calls import CountingRunner
+from data_designer.slurm.services._runs import locate_run
+
+_OPERATION = "cancel"
+DEFAULT_CONFIRM_TIMEOUT_S = 60.0
+"""How long ``cancel`` observes until Slurm shows every targeted task ended."""
+
+
+def cancel_run(
+    run: str | Path,
+    *,
+    shards: Sequence[int] | None = None,
+    profile: str | Path | None = None,
+    cluster: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    runner: CommandRunner | None = None,
+    clock: Clock = system_clock,
+    confirm_timeout_s: float = DEFAULT_CONFIRM_TIMEOUT_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> CancelResult:
+    """Cancel ``shards`` of ``run`` (every shard when None) across every generation, and record it.
+
+    Errors: an unknown shard exit 2, no such run exit 3, Slurm that cannot be asked or refuses ``scancel`` exit 5
+    (nothing is recorded then). A cancellation Slurm accepted but did not confirm within ``confirm_timeout_s`` is
+    recorded with ``confirmed: false`` and returned (the CLI exits 5).
+    """
+    layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
+    counting = CountingRunner(runner if runner is not None else SubprocessRunner(env=environ))
+    scheduler = SlurmScheduler(counting, clock=clock, sleep=sleep, concurrent=counting.concurrent)
+    snapshot = read_run(layout, clock=clock)
+    selected = _selection(snapshot, shards)
+    tasks = _targets(snapshot, selected, scheduler)
+    job_ids = sorted({job for job, _ in tasks}, key=int)
+    live: set[tuple[str, int]] = set()
+    if job_ids:
+        seen = scheduler.observe(job_ids, since=snapshot.run.created_at - SINCE_SLACK)
+        live = {
+            (t.job_id, t.array_index)
+            for t in seen.tasks
+            if t.array_index is not None and t.state not in TERMINAL_TASK_STATES and (t.job_id, t.array_index) in tasks
+        }
+    live_shards = sorted({tasks[key][0] for key in live})
+    already = tuple(shard for shard in selected if shard not in live_shards)
+    whole = shards is None
+    if not live:
+        return _result(layout.run_dir, snapshot, selected, whole, (), (), already, True, None, counting.calls)
+    targets, by_job = _scancel_targets(live, whole)
+    started = time.monotonic()
+    confirmed = True
+    try:
+        scheduler.cancel(
+            sorted(by_job, key=int) if whole else [],
+            array_indices=None if whole else by_job,
+            confirm_timeout_s=confirm_timeout_s,
+        )
+    except UnavailableError as exc:
+        if exc.info.code != "cancel_unconfirmed":
+            raise _located(exc, snapshot) from None
+        confirmed = False
+    generations = tuple(sorted({tasks[key][1] for key in live}))
+    record = CancellationRecord(
+        requested_by=requester_from_environment(os.environ if environ is None else environ, clock=clock),
+        whole_run=whole,
+        shards=tuple(selected),
+        targets=targets,
+        generations=generations,
+        confirmed=confirmed,
+    )
+    appended = append_record(layout.cancellations_dir, CANCELLATION_SCHEMA, record, clock=clock, operation=_OPERATION)
+    return _result(
+        layout.run_dir,
+        snapshot,
+        selected,
+        whole,
+        targets,
+        generations,
+        already,
+        confirmed,
+        str(appended.path),
+        counting.calls,
+        waited_s=time.monotonic() - started,
+    )
+
+
+def _selection(snapshot: RunSnapshot, shards: Sequence[int] | None) -> tuple[int, ...]:
+    known = [shard.plan.shard for shard in snapshot.shards]
+    if shards is None:
+        return tuple(known)
+    wanted = sorted(set(shards))
+    if unknown := [shard for shard in wanted if shard not in set(known)]:
+        raise InvalidInputError(
+            f"run {snapshot.run.run_id} has no shard {', '.join(map(str, unknown))} (it has shards 0-{len(known) - 1})",
+            code="unknown_shard",
+            operation=_OPERATION,
+            key_path="--shard",
+            hint=f"name shards from 0 to {len(known) - 1}; 'data-designer slurm status RUN --shards' lists them",
+        )
+    return tuple(wanted)
+
+
+def _targets(
+    snapshot: RunSnapshot, selected: Sequence[int], scheduler: SlurmScheduler
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(job id, array index) -> (shard, generation), for every task of every generation that runs a selected shard, plus the
+    tasks of unsubmitted retry intents that Slurm nevertheless holds (their submission record is not written yet)."""
+    chosen = set(selected)
+    tasks = {
+        (ref.job_id, ref.array_task): (shard.plan.shard, ref.generation)
+        for shard in snapshot.shards
+        if shard.plan.shard in chosen
+        for ref in shard.tasks
+    }
+    pending = [retry for retry in snapshot.unsubmitted_retries() if retry.shards & chosen]
+    if pending:
+        names = [chunk.job_name for retry in pending for chunk in retry.intent.unit.chunks]
+        since = min(retry.intent.requested_by.time for retry in pending) - SINCE_SLACK
+        found = scheduler.find_submitted(names, since=since)
+        for retry in pending:
+            for chunk in retry.intent.unit.chunks:
+                job = found.get(chunk.job_name)
+                if job is None:
+                    continue
+                for task in chunk.tasks:
+                    if task.shard in chosen:
+                        tasks[(job.job_id, task.index)] = (task.shard, retry.generation)
+    return tasks
+
+
+def _scancel_targets(live: set[tuple[str, int]], whole: bool) -> tuple[tuple[str, ...], dict[str, list[int]]]:
+    by_job: dict[str, list[int]] = {}
+    for job, index in sorted(live, key=lambda key: (int(key[0]), key[1])):
+        by_job.setdefault(job, []).append(index)
+    if whole:
+        return tuple(sorted(by_job, key=int)), by_job
+    return tuple(
+        f"{job}_{index}" for job, indices in sorted(by_job.items(), key=lambda i: int(i[0])) for index in indices
+    ), by_job
+
+
+def _located(exc: SlurmExtensionError, snapshot: RunSnapshot) -> SlurmExtensionError:
+    exc.info = exc.info.model_copy(
+        update={
+            "message": f"run {snapshot.run.run_id}: {exc.info.message}",
+            "hint": f"{exc.info.hint or 'retry when Slurm answers'}; nothing was recorded, cancel again",
+        }
+    )
+    return exc
+
+
+def _result(
+    run_dir: Path,
+    snapshot: RunSnapshot,
+    selected: Sequence[int],
+    whole: bool,
+    targets: tuple[str, ...],
+    generations: tuple[int, ...],
+    already: tuple[int, ...],
+    confirmed: bool,
+    record: str | None,
+    calls: int,
+    *,
+    waited_s: float = 0.0,
+) -> CancelResult:
+    return CancelResult(
+        run_id=snapshot.run.run_id,
+        run_dir=str(run_dir),
+        whole_run=whole,
+        shards=tuple(selected),
+        targets=targets,
+        generations=generations,
+        already_ended=already,
+        confirmed=confirmed,
+        record=record,
+        scheduler_calls=calls,
+        waited_s=max(0.0, waited_s),
+    )
