@@ -10,6 +10,7 @@ from data_designer.slurm.runtime.status._observe import (
     RunObservation,
     cached_observation,
     observe_run,
+    observe_runs,
 )
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "cached_observation",
     "classify",
     "observe_run",
+    "observe_runs",
 ]

@@ -5,11 +5,15 @@ run's creation minus a slack) about every job any submission recorded, and appen
 ``observations/NNNN.json``. When neither source answers, the last recorded observation is used instead
 (``evidence="cached"``), so a later process still shows the last known state with its age; with none recorded,
 there is no scheduler evidence at all (``evidence="none"``).
+
+``observe_runs`` does the same for many runs at once (``runs ls --refresh``): one ``squeue`` and one ``sacct`` over
+the union of their jobs, split per run and appended to each run's ``observations/`` as ``observe_run`` would.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -57,17 +61,82 @@ def observe_run(
         if cached is not None:
             return RunObservation(cached.observation, "cached", 2, exc.info.message)
         return RunObservation(None, "none", 2, exc.info.message)
-    if record and _worth_recording(snapshot, observation):
-        # a workspace we may read but not write: the status is still right, only not remembered
-        with contextlib.suppress(SlurmExtensionError):
-            append_record(
-                snapshot.layout.observations_dir,
-                OBSERVATION_SCHEMA,
-                ObservationRecord(job_ids=job_ids, observation=observation),
-                clock=clock,
-                operation="status.observe",
-            )
+    if record:
+        _record(snapshot, observation, clock)
     return RunObservation(observation, "live", observation.calls)
+
+
+def observe_runs(
+    snapshots: Sequence[RunSnapshot],
+    scheduler: SlurmScheduler,
+    *,
+    clock: Clock = system_clock,
+    timeout_s: float = OBSERVE_TIMEOUT_S,
+    record: bool = True,
+) -> tuple[RunObservation, ...]:
+    """Observe every job of every run in one go (at most one squeue and one sacct for all of them, ``sacct -S``
+    from the oldest run's creation minus the slack), then give each run its part, appended to its
+    ``observations/`` exactly as :func:`observe_run` appends its own. One result per snapshot, in order; a run
+    without jobs gets no evidence and asks nothing. When neither source answers, each run falls back to its last
+    recorded observation."""
+    submitted = [snapshot for snapshot in snapshots if snapshot.job_ids]
+    if not submitted:
+        return tuple(RunObservation(None, "none", 0, "no job was ever submitted") for _ in snapshots)
+    job_ids = tuple(dict.fromkeys(job for snapshot in submitted for job in snapshot.job_ids))
+    since = min(snapshot.run.created_at for snapshot in submitted) - SINCE_SLACK
+    try:
+        observation = scheduler.observe(job_ids, since=since, timeout_s=timeout_s)
+    except UnavailableError as exc:
+        return tuple(_unanswered(snapshot, exc) for snapshot in snapshots)
+    seen: list[RunObservation] = []
+    for snapshot in snapshots:
+        if not snapshot.job_ids:
+            seen.append(RunObservation(None, "none", 0, "no job was ever submitted"))
+            continue
+        part = _part_for(observation, snapshot.job_ids)
+        if record:
+            _record(snapshot, part, clock)
+        seen.append(RunObservation(part, "live", observation.calls))
+    return tuple(seen)
+
+
+def _unanswered(snapshot: RunSnapshot, exc: UnavailableError) -> RunObservation:
+    if not snapshot.job_ids:
+        return RunObservation(None, "none", 0, "no job was ever submitted")
+    cached = snapshot.last_observation
+    if cached is not None:
+        return RunObservation(cached.observation, "cached", 2, exc.info.message)
+    return RunObservation(None, "none", 2, exc.info.message)
+
+
+def _part_for(observation: Observation, job_ids: tuple[str, ...]) -> Observation:
+    """What ``observation`` says about ``job_ids`` alone: their tasks and missing jobs, both sources' reports.
+    The accounting lag is not kept per job, so a run keeps the flag only while one of its jobs has no sacct row
+    (where the lag shows): a conservative reading, it can only keep an unseen task pending a little longer."""
+    wanted = set(job_ids)
+    tasks = tuple(task for task in observation.tasks if task.job_id in wanted)
+    lag = observation.accounting_lag and bool(wanted - {t.job_id for t in tasks if t.source == "sacct"})
+    return observation.model_copy(
+        update={
+            "tasks": tasks,
+            "missing_job_ids": tuple(job for job in observation.missing_job_ids if job in wanted),
+            "accounting_lag": lag,
+        }
+    )
+
+
+def _record(snapshot: RunSnapshot, observation: Observation, clock: Clock) -> None:
+    if not _worth_recording(snapshot, observation):
+        return
+    # a workspace we may read but not write: the status is still right, only not remembered
+    with contextlib.suppress(SlurmExtensionError):
+        append_record(
+            snapshot.layout.observations_dir,
+            OBSERVATION_SCHEMA,
+            ObservationRecord(job_ids=snapshot.job_ids, observation=observation),
+            clock=clock,
+            operation="status.observe",
+        )
 
 
 def _worth_recording(snapshot: RunSnapshot, observation: Observation) -> bool:
