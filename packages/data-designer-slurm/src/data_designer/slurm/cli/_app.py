@@ -7,7 +7,10 @@ import typer
 from data_designer.slurm.cli._benchmark_commands import benchmark_app
 from data_designer.slurm.cli._boundary import SlurmGroup
 from data_designer.slurm.cli._execute_commands import execute
+from data_designer.slurm.cli._logs_commands import logs
 from data_designer.slurm.cli._profile_commands import profile_app
+from data_designer.slurm.cli._retry_commands import cancel, retry
+from data_designer.slurm.cli._runs_commands import runs_app
 from data_designer.slurm.cli._status_commands import status, wait
 
 app = typer.Typer(
@@ -23,4 +26,8 @@ app.add_typer(profile_app, name="profile")
 app.command("execute")(execute)
 app.command("status")(status)
 app.command("wait")(wait)
+app.command("logs")(logs)
+app.command("retry")(retry)
+app.command("cancel")(cancel)
 app.add_typer(benchmark_app, name="benchmark")
+app.add_typer(runs_app, name="runs")

@@ -2,6 +2,8 @@
 
 from data_designer.slurm.contracts import ProbeFailedError
 from data_designer.slurm.planner import ProfileTemplate
+from data_designer.slurm.services._log_follow import follow_logs
+from data_designer.slurm.services._logs import run_logs
 from data_designer.slurm.services._plans import plan_benchmark, plan_run
 from data_designer.slurm.services._profile import (
     default_profile_path,
@@ -18,6 +20,7 @@ __all__ = [
     "ProbeFailedError",
     "ProfileTemplate",
     "default_profile_path",
+    "follow_logs",
     "init_profile",
     "is_finished",
     "is_unavailable",
@@ -26,6 +29,7 @@ __all__ = [
     "plan_benchmark",
     "plan_run",
     "resolve_profile_path",
+    "run_logs",
     "run_status",
     "select_cluster",
     "validate_profile",
@@ -36,3 +40,14 @@ __all__ = [
 from data_designer.slurm.services._execute import execute_run
 
 __all__ += ["execute_run"]
+
+# Runs of a workspace: runs ls, runs rm (issue 13).
+from data_designer.slurm.services._runs_list import list_runs, remove_run  # noqa: E402 (appended block)
+
+__all__ += ["list_runs", "remove_run"]
+
+# Acting on a run: retry, cancel (issue 13).
+from data_designer.slurm.services._cancel import cancel_run  # noqa: E402 (appended block)
+from data_designer.slurm.services._retry import retry_run  # noqa: E402 (appended block)
+
+__all__ += ["cancel_run", "retry_run"]

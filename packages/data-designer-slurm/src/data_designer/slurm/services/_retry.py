@@ -1,0 +1,480 @@
+"""``retry``: a new attempt for every shard that did not succeed, generating only the record indices it lacks.
+
+One call reads the run once (``store.read_run``), observes it once (``status.observe_run``) and classifies it
+(``status.classify``), exactly as ``status`` does; it acts only on what that shows:
+
+- It selects shards that are ``failed``, ``partial``, ``cancelled``, ``missing``, ``stale`` or
+  ``scheduler_inconsistent``; never a succeeded one. Shards that are pending, running or unknown are refused
+  when named (exit 4) and skipped otherwise; shards that ended ``invalid_config`` are refused unless ``--force``
+  (the retry runs the same snapshot, so they would fail the same way).
+- It takes a generation by writing ``retries/<generation>.json`` once (``link(2)``): of two retries that chose the
+  same number exactly one wins; the loser reads the run again and finds the winner's shards taken. The record is
+  the intent (shards, missing ranges, the bound submission unit), written before any ``sbatch``; the submission is
+  then appended to ``submissions/`` with the same generation.
+- An intent without a submission record whose holder is gone (a crash, a lost ``sbatch`` reply) is resumed first:
+  the resumer takes ``retries/<generation>.resume-<k>`` once, asks Slurm for the intent's jobs by name
+  (``sacct -S`` from the intent's time) and submits only the chunks Slurm does not hold.
+- Each task of the new generation claims its shard's next attempt number (``DDSLURM_ATTEMPT=next``) and is
+  assigned exactly the indices earlier attempts did not publish (``runtime.store`` coverage), so nothing is
+  generated twice and nothing is lost. A retry spanning several array chunks runs them one after another
+  (``afterany``), so the run's ``max_concurrent_shards`` holds for the retry as a whole.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from data_designer.slurm.contracts import (
+    ConflictError,
+    InvalidInputError,
+    RetryResult,
+    RetryShardResult,
+    RunStatus,
+    ShardStatus,
+    SlurmExtensionError,
+    SubmissionUnit,
+    UnavailableError,
+)
+from data_designer.slurm.contracts.records import (
+    RESUME_SCHEMA,
+    RETRY_SCHEMA,
+    SUBMISSION_SCHEMA,
+    Requester,
+    ResumeClaim,
+    RetryIntent,
+    RetryShard,
+    SubmissionRecord,
+    SubmittedJob,
+)
+from data_designer.slurm.planner import bind_retry, count_indices
+from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubmissionRefused, SubprocessRunner
+from data_designer.slurm.runtime.status import SINCE_SLACK, Rules, classify, observe_run
+from data_designer.slurm.runtime.store import (
+    Clock,
+    RecordConflict,
+    RetrySnapshot,
+    RunLayout,
+    RunSnapshot,
+    append_record,
+    read_run,
+    requester_from_environment,
+    system_clock,
+    write_record_once,
+)
+from data_designer.slurm.services._calls import CountingRunner
+from data_designer.slurm.services._execute import passed_environment, submitted_jobs
+from data_designer.slurm.services._runs import locate_run
+
+_OPERATION = "retry"
+RETRYABLE_STATES = frozenset({"failed", "partial", "cancelled", "missing", "stale", "scheduler_inconsistent"})
+"""Shard states a retry takes; every other state is either done (succeeded) or not this retry's to decide."""
+_ACTIVE = frozenset({"pending", "running", "unknown"})
+_LIVE_TASK = frozenset({"stale", "scheduler_inconsistent"})
+"""States in which Slurm may still run the shard's old task: it is cancelled before the new attempt."""
+_MAX_TRIES = 8
+"""Generation numbers tried before giving up (each loss means another retry took one: the run is read again)."""
+
+Alive = Callable[[Requester], bool]
+"""Whether the process that holds an unsubmitted retry intent may still be submitting it."""
+
+
+def retry_run(
+    run: str | Path,
+    *,
+    shards: Sequence[int] | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+    profile: str | Path | None = None,
+    cluster: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    runner: CommandRunner | None = None,
+    clock: Clock = system_clock,
+    rules: Rules | None = None,
+    alive: Alive | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> RetryResult:
+    """Retry the shards of ``run`` that did not succeed (only ``shards`` when given).
+
+    ``alive`` decides whether the holder of an unsubmitted intent may still be submitting it (default: a process
+    on this host is alive while its pid is; one on another host while its intent is younger than
+    ``rules.retry_grace_s``). Errors: unknown shard or unset environment variable exit 2, no such run exit 3,
+    named shards that cannot be retried now exit 4, Slurm that cannot be asked exit 5 (nothing is submitted).
+    """
+    layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
+    counting = CountingRunner(runner if runner is not None else SubprocessRunner(env=environ))
+    scheduler = SlurmScheduler(counting, clock=clock, sleep=sleep, concurrent=counting.concurrent)
+    submitting = os.environ if environ is None else environ
+    rules = rules or Rules()
+    is_alive = alive or _default_alive(rules, clock)
+    done = _Done()
+    for _ in range(_MAX_TRIES):
+        snapshot, status = _observed(layout, scheduler, clock, rules)
+        requested = _requested(snapshot, shards)
+        wanted = set(requested) if requested is not None else {shard.plan.shard for shard in snapshot.shards}
+        held: dict[int, str] = {}
+        for retry in snapshot.unsubmitted_retries():
+            if not retry.shards & wanted:
+                continue
+            if is_alive(_holder(retry)):
+                held.update(dict.fromkeys(retry.shards, _held_reason(retry)))
+            elif dry_run:
+                done.resumed.append(retry.generation)
+                done.handled |= retry.shards
+            elif not _resume(layout, snapshot, retry, scheduler, clock, submitting, done):
+                held.update(dict.fromkeys(retry.shards, _held_reason(retry)))  # another process took it over
+        selection = _select(snapshot, status, requested, held, force, done.handled)
+        result = _base_result(layout, snapshot, selection, dry_run, done, counting)
+        if dry_run or not selection.shards:
+            return result.model_copy(update={"stopped": tuple(selection.live_tasks)})
+        passed = passed_environment(
+            snapshot.plan, submitting, run_file=snapshot.run.run_file, profile_file=snapshot.run.profile_file
+        )
+        generation = snapshot.next_generation
+        unit = bind_retry(
+            snapshot.plan, snapshot.run.binding, shards=[s.shard for s in selection.shards], generation=generation
+        )
+        intent = RetryIntent(
+            generation=generation,
+            requested_by=requester_from_environment(submitting, clock=clock),
+            shards=tuple(
+                RetryShard(shard=s.shard, state=s.state, reason=s.reason, ranges=s.ranges) for s in selection.shards
+            ),
+            unit=unit,
+            forced=force and selection.forced,
+        )
+        path = layout.retry_intent(generation)
+        if isinstance(write_record_once(path, RETRY_SCHEMA, intent, clock=clock, operation=_OPERATION), RecordConflict):
+            continue  # another retry took this generation: read the run again, its shards are now taken
+        stopped = _stop_live_tasks(scheduler, selection.live_tasks)
+        since = intent.requested_by.time
+        jobs, sbatch_calls, recovered = _submit(
+            layout, snapshot, generation, unit, scheduler, clock, passed, since=since
+        )
+        return result.model_copy(
+            update={
+                "generation": generation,
+                "jobs": (*result.jobs, *jobs),
+                "sbatch_calls": result.sbatch_calls + sbatch_calls,
+                "recovered": result.recovered + recovered,
+                "stopped": stopped,
+                "intent": str(path),
+                "scheduler_calls": counting.calls,
+            }
+        )
+    raise ConflictError(
+        f"run {layout.run_id}: {_MAX_TRIES} retry generations were taken by others while this retry chose one",
+        code="retry_contended",
+        operation=_OPERATION,
+        hint="run 'data-designer slurm status RUN': other retries hold the shards; retry again once they ended",
+    )
+
+
+@dataclass
+class _Done:
+    """What this call did before selecting: intents it resumed (or, dry, would resume) and their jobs."""
+
+    resumed: list[int] = field(default_factory=list)
+    handled: set[int] = field(default_factory=set)
+    jobs: list[SubmittedJob] = field(default_factory=list)
+    sbatch_calls: int = 0
+    recovered: int = 0
+
+
+@dataclass
+class _Selection:
+    shards: list[RetryShardResult]
+    skipped: dict[str, str]
+    live_tasks: list[str]
+    forced: bool
+
+
+def _observed(
+    layout: RunLayout, scheduler: SlurmScheduler, clock: Clock, rules: Rules
+) -> tuple[RunSnapshot, RunStatus]:
+    """The run read once, observed once (appended like any status) and classified; Slurm must answer."""
+    snapshot = read_run(layout, clock=clock)
+    seen = observe_run(snapshot, scheduler, clock=clock)
+    if snapshot.job_ids and seen.evidence != "live":
+        raise UnavailableError(
+            f"run {snapshot.run.run_id}: Slurm could not be asked ({seen.detail or 'no answer'}); a retry decides "
+            "only from a live observation",
+            code="scheduler_unavailable",
+            operation=_OPERATION,
+            hint="nothing was submitted; retry when squeue and sacct answer",
+        )
+    status = classify(
+        snapshot, seen.observation, clock(), evidence=seen.evidence, rules=rules, scheduler_calls=seen.calls
+    )
+    return snapshot, status
+
+
+def _requested(snapshot: RunSnapshot, shards: Sequence[int] | None) -> list[int] | None:
+    if shards is None:
+        return None
+    known = {shard.plan.shard for shard in snapshot.shards}
+    if unknown := sorted(set(shards) - known):
+        raise InvalidInputError(
+            f"run {snapshot.run.run_id} has no shard {', '.join(map(str, unknown))} (it has shards 0-{len(known) - 1})",
+            code="unknown_shard",
+            operation=_OPERATION,
+            key_path="--shard",
+            hint=f"name shards from 0 to {len(known) - 1}; 'data-designer slurm status RUN --shards' lists them",
+        )
+    return sorted(set(shards))
+
+
+def _select(
+    snapshot: RunSnapshot,
+    status: RunStatus,
+    requested: list[int] | None,
+    held: Mapping[int, str],
+    force: bool,
+    handled: set[int],
+) -> _Selection:
+    """The shards to retry; refuses (exit 4) named shards that cannot be retried now, or only invalid_config ones."""
+    by_shard = {shard.shard: shard for shard in status.shards}
+    candidates = requested if requested is not None else sorted(by_shard)
+    chosen: list[RetryShardResult] = []
+    skipped: dict[str, str] = {}
+    refused: list[str] = []
+    invalid: list[int] = []
+    live_tasks: list[str] = []
+    for number in candidates:
+        if number in handled:
+            continue
+        shard = by_shard[number]
+        why = _not_retryable(shard, held)
+        if why is not None:
+            if requested is not None:
+                refused.append(
+                    f"shard {number} already succeeded" if why == "succeeded" else f"shard {number} is {why}"
+                )
+            elif why != "succeeded":
+                skipped[str(number)] = why
+            continue
+        if shard.reason == "invalid_config" and not force:
+            invalid.append(number)
+            skipped[str(number)] = "ended invalid_config: the same snapshot would fail the same way (--force)"
+            continue
+        if shard.state in _LIVE_TASK and shard.job_id is not None and shard.array_task is not None:
+            live_tasks.append(f"{shard.job_id}_{shard.array_task}")
+        chosen.append(
+            RetryShardResult(
+                shard=number,
+                state=shard.state,
+                reason=shard.reason,
+                ranges=shard.missing,
+                records=count_indices(shard.missing),
+            )
+        )
+    if refused:
+        raise ConflictError(
+            f"run {snapshot.run.run_id}: {'; '.join(refused)}",
+            code="shard_not_retryable",
+            operation=_OPERATION,
+            key_path="--shard",
+            hint="retry takes failed, partial, cancelled, missing, stale and scheduler_inconsistent shards; wait for "
+            "pending and running ones ('data-designer slurm wait RUN'), or cancel them first",
+        )
+    if invalid and (requested is not None or not chosen):
+        raise ConflictError(
+            f"run {snapshot.run.run_id}: shard(s) {', '.join(map(str, invalid))} ended invalid_config; a retry runs "
+            "the same snapshot of the run file and config, so they would fail the same way",
+            code="invalid_config_retry",
+            operation=_OPERATION,
+            key_path="--shard",
+            hint="fix the config and execute a new run, or pass --force to retry them anyway",
+        )
+    return _Selection(
+        chosen, skipped, live_tasks, forced=bool(force and any(s.reason == "invalid_config" for s in chosen))
+    )
+
+
+def _not_retryable(shard: ShardStatus, held: Mapping[int, str]) -> str | None:
+    """Why the shard is not retried now, or None."""
+    if shard.shard in held:
+        return held[shard.shard]
+    if shard.state == "succeeded":
+        return "succeeded"
+    if shard.state == "not_submitted":
+        return "not_submitted: its first submission was refused ('data-designer slurm execute RUN --run-id ...')"
+    if shard.state in _ACTIVE:
+        detail = shard.message or shard.reason
+        return f"{shard.state}" + (f" ({detail})" if detail else "")
+    if shard.state not in RETRYABLE_STATES:
+        return shard.state
+    return None
+
+
+def _holder(retry: RetrySnapshot) -> Requester:
+    return retry.resumes[-1].requested_by if retry.resumes else retry.intent.requested_by
+
+
+def _held_reason(retry: RetrySnapshot) -> str:
+    who = _holder(retry)
+    return f"pending: retry generation {retry.generation} is being submitted by {who.user}@{who.host} (pid {who.pid})"
+
+
+def _default_alive(rules: Rules, clock: Clock) -> Alive:
+    host = socket.gethostname()
+
+    def alive(who: Requester) -> bool:
+        if who.host == host:
+            return _pid_alive(who.pid)
+        return (clock() - who.time).total_seconds() <= rules.retry_grace_s
+
+    return alive
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def _resume(
+    layout: RunLayout,
+    snapshot: RunSnapshot,
+    retry: RetrySnapshot,
+    scheduler: SlurmScheduler,
+    clock: Clock,
+    environ: Mapping[str, str],
+    done: _Done,
+) -> bool:
+    """Complete an intent whose submission was never recorded: take the next resume claim, find its jobs by name,
+    submit only what Slurm does not hold, and record the submission with the intent's generation."""
+    number = len(retry.resumes) + 1
+    claim = ResumeClaim(
+        generation=retry.generation, resume=number, requested_by=requester_from_environment(environ, clock=clock)
+    )
+    taken = write_record_once(
+        layout.resume_claim(retry.generation, number), RESUME_SCHEMA, claim, clock=clock, operation=_OPERATION
+    )
+    if isinstance(taken, RecordConflict):
+        return False  # another process is resuming it
+    passed = passed_environment(
+        snapshot.plan, environ, run_file=snapshot.run.run_file, profile_file=snapshot.run.profile_file
+    )
+    since = retry.intent.requested_by.time
+    jobs, calls, recovered = _submit(
+        layout, snapshot, retry.generation, retry.intent.unit, scheduler, clock, passed, since=since
+    )
+    done.resumed.append(retry.generation)
+    done.handled |= retry.shards
+    done.jobs.extend(jobs)
+    done.sbatch_calls += calls
+    done.recovered += recovered
+    return True
+
+
+def _submit(
+    layout: RunLayout,
+    snapshot: RunSnapshot,
+    generation: int,
+    unit: SubmissionUnit,
+    scheduler: SlurmScheduler,
+    clock: Clock,
+    environment: Mapping[str, str],
+    *,
+    since: datetime,
+) -> tuple[tuple[SubmittedJob, ...], int, int]:
+    """Submit ``unit`` (chunks Slurm already holds by name are found, not submitted again) and append the
+    submission record of ``generation``; a refusal is recorded too, so the intent is settled either way."""
+    try:  # sacct -S from the intent's time (less the clock-skew slack): its jobs cannot be older
+        result = scheduler.submit(unit, since=since - SINCE_SLACK, environment=environment)
+    except SubmissionRefused as exc:
+        accepted = submitted_jobs(unit, exc.accepted)
+        recovered = sum(1 for job in accepted if job.recovered)
+        _append(layout, generation, accepted, exc.sbatch_calls, recovered, clock, error=exc.info.message)
+        exc.info = exc.info.model_copy(
+            update={
+                "message": f"run {snapshot.run.run_id}, retry generation {generation}: {exc.info.message}",
+                "hint": f"{exc.info.hint}; the refusal is recorded and the shards keep their state: fix the cause "
+                "outside the plan and retry again",
+            }
+        )
+        raise
+    except SlurmExtensionError as exc:
+        exc.info = exc.info.model_copy(
+            update={
+                "message": f"run {snapshot.run.run_id}, retry generation {generation}: {exc.info.message}",
+                "hint": f"{exc.info.hint or 'fix the cause'}; then run 'data-designer slurm retry RUN' again: it "
+                f"finds generation {generation}'s jobs by name and submits only what Slurm does not hold",
+            }
+        )
+        raise
+    jobs = submitted_jobs(unit, result.chunks)
+    _append(layout, generation, jobs, result.sbatch_calls, result.recovered, clock)
+    return jobs, result.sbatch_calls, result.recovered
+
+
+def _append(
+    layout: RunLayout,
+    generation: int,
+    jobs: tuple[SubmittedJob, ...],
+    sbatch_calls: int,
+    recovered: int,
+    clock: Clock,
+    *,
+    error: str | None = None,
+) -> None:
+    append_record(
+        layout.submissions_dir,
+        SUBMISSION_SCHEMA,
+        SubmissionRecord(
+            submitted_at=clock(),
+            generation=generation,
+            jobs=jobs,
+            submitted=len(jobs) - recovered,
+            recovered=recovered,
+            sbatch_calls=sbatch_calls,
+            error=error,
+        ),
+        clock=clock,
+        operation=_OPERATION,
+    )
+
+
+def _stop_live_tasks(scheduler: SlurmScheduler, tasks: Sequence[str]) -> tuple[str, ...]:
+    """Cancel the old tasks Slurm still runs for stale or inconsistent shards, so two attempts never run at once."""
+    if not tasks:
+        return ()
+    by_job: dict[str, list[int]] = {}
+    for task in tasks:
+        job, _, index = task.partition("_")
+        by_job.setdefault(job, []).append(int(index))
+    scheduler.cancel([], array_indices=by_job)
+    return tuple(tasks)
+
+
+def _base_result(
+    layout: RunLayout,
+    snapshot: RunSnapshot,
+    selection: _Selection,
+    dry_run: bool,
+    done: _Done,
+    counting: CountingRunner,
+) -> RetryResult:
+    return RetryResult(
+        run_id=snapshot.run.run_id,
+        run_dir=str(layout.run_dir),
+        dry_run=dry_run,
+        shards=tuple(selection.shards),
+        jobs=tuple(done.jobs),
+        sbatch_calls=done.sbatch_calls,
+        recovered=done.recovered,
+        resumed=tuple(done.resumed),
+        skipped=selection.skipped,
+        records=sum(shard.records for shard in selection.shards),
+        scheduler_calls=counting.calls,
+    )
