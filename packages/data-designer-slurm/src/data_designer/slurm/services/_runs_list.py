@@ -1,0 +1,332 @@
+"""``runs ls`` and ``runs rm``: the runs of a workspace, and removing one safely.
+
+``list_runs`` lists ``<workspace>/runs/`` by name (``store.list_run_dirs``, newest first), reads the runs it shows
+with the one run reader (``store.read_run``) and classifies each as ``status`` does: from its last recorded
+observation (no scheduler call), or with ``refresh`` from one observation of all of them (``status.observe_runs``:
+one ``squeue``, one ``sacct``, each run's part appended to its ``observations/``). A directory that is not a
+readable run is listed as ``incomplete`` or ``unreadable`` with why, never hidden and never failing the listing.
+
+``remove_run`` decides by a live status (``status_of``) and refuses a run with live shards unless ``force``, which
+cancels them first (``services._cancel.cancel_run``). The directory is renamed atomically to a hidden name in
+``runs/`` (which readers skip) before its tree is deleted, so a concurrent reader sees the whole run or no run.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from data_designer.slurm.contracts import (
+    DEFAULT_RUNS_SHOWN,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    RunRemoved,
+    RunsList,
+    RunStatus,
+    RunSummary,
+    SlurmExtensionError,
+    UnavailableError,
+)
+from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.status import Rules, RunObservation, cached_observation, classify, observe_runs
+from data_designer.slurm.runtime.store import (
+    Clock,
+    RunDirectory,
+    RunLayout,
+    RunSnapshot,
+    format_timestamp,
+    list_run_dirs,
+    read_run,
+    removal_name,
+    system_clock,
+)
+from data_designer.slurm.services._profile import load_profile_file, select_cluster
+from data_designer.slurm.services._runs import locate_run
+from data_designer.slurm.services._status import _collector_paused, is_unavailable, status_of
+
+LIVE_SHARD_STATES = frozenset({"pending", "running", "stale", "unknown"})
+"""Shards ``runs rm`` will not remove without ``--force``: Slurm may still run them (or could not say)."""
+_NAMED_SHARDS = 10
+
+
+def list_runs(
+    *,
+    all: bool = False,  # the CLI option's name (--all)
+    refresh: bool = False,
+    profile: str | Path | None = None,
+    cluster: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    runner: CommandRunner | None = None,
+    clock: Clock = system_clock,
+    rules: Rules | None = None,
+) -> RunsList:
+    """The runs in the selected profile cluster's workspace, newest first: the ``DEFAULT_RUNS_SHOWN`` newest
+    unless ``all``. Without ``refresh`` no scheduler is asked. Errors: the profile's (exit 2/3), a ``runs/`` that
+    cannot be listed (exit 5); a run that cannot be read is listed as such, never raised."""
+    profile_path, loaded = load_profile_file(profile, environ=environ)
+    cluster_name, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
+    root = Path(cluster_profile.workspace_root)
+    entries = list_run_dirs(root)
+    shown = entries if all else entries[:DEFAULT_RUNS_SHOWN]
+    with _collector_paused():
+        read = [_read(entry, clock) for entry in shown]
+        snapshots = [item for item in read if isinstance(item, RunSnapshot)]
+        if refresh:
+            scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+            observed = dict(zip(map(id, snapshots), observe_runs(snapshots, scheduler, clock=clock), strict=True))
+        else:
+            observed = {id(snapshot): cached_observation(snapshot) for snapshot in snapshots}
+        now = clock()
+        summaries = [
+            _summary(item, _classify(item, observed[id(item)], now, rules)) if isinstance(item, RunSnapshot) else item
+            for item in read
+        ]
+    calls = max((seen.calls for seen in observed.values()), default=0)
+    errors = {seen.detail for seen in observed.values() if seen.evidence != "live" and seen.calls and seen.detail}
+    return RunsList(
+        workspace=str(root),
+        cluster=cluster_name,
+        runs=tuple(summaries),
+        total=len(entries),
+        hidden=len(entries) - len(shown),
+        refreshed=refresh,
+        scheduler_calls=calls,
+        scheduler_error=next(iter(sorted(errors)), None),
+    )
+
+
+def _classify(snapshot: RunSnapshot, seen: RunObservation, now: datetime, rules: Rules | None) -> RunStatus:
+    """``classify`` with an observation, as ``status_of`` passes it."""
+    return classify(
+        snapshot,
+        seen.observation,
+        now,
+        evidence=seen.evidence,
+        rules=rules or Rules(),
+        scheduler_calls=seen.calls,
+        asked=seen.asked,
+        scheduler_error=seen.detail if seen.asked else None,
+    )
+
+
+def _read(entry: RunDirectory, clock: Clock) -> RunSnapshot | RunSummary:
+    if entry.layout is None:
+        return RunSummary(run_id=entry.name, run_dir=str(entry.path), state="unreadable", problem=entry.problem)
+    try:
+        return read_run(entry.layout, clock=clock)
+    except SlurmExtensionError as exc:
+        return _unclassified(entry.layout, exc)
+
+
+def _unclassified(layout: RunLayout, exc: SlurmExtensionError) -> RunSummary:
+    incomplete = isinstance(exc, NotFoundError) and exc.info.code == "run_not_found"
+    problem = (
+        "no run.json: execute did not finish writing this run (nothing was submitted)"
+        if incomplete
+        else exc.info.message
+    )
+    return RunSummary(
+        run_id=str(layout.run_id),
+        run_dir=str(layout.run_dir),
+        name=layout.run_id.name,
+        created_at=format_timestamp(layout.run_id.created),
+        state="incomplete" if incomplete else "unreadable",
+        problem=problem,
+    )
+
+
+def _summary(snapshot: RunSnapshot, status: RunStatus) -> RunSummary:
+    return RunSummary(
+        run_id=status.run_id,
+        run_dir=status.run_dir,
+        name=status.name,
+        created_at=format_timestamp(snapshot.run.created_at),
+        state=status.state,
+        records_done=status.records_done,
+        records_total=status.records_total,
+        shards_total=status.shards_total,
+        counts=dict(status.counts),
+        evidence=status.evidence,
+        observed_at=status.observed_at,
+    )
+
+
+# -- runs rm ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Decision:
+    state: str
+    live: tuple[int, ...] = ()
+    calls: int = 0
+    note: str | None = None
+
+
+def remove_run(
+    run: str | Path,
+    *,
+    force: bool = False,
+    profile: str | Path | None = None,
+    cluster: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    runner: CommandRunner | None = None,
+    clock: Clock = system_clock,
+    rules: Rules | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> RunRemoved:
+    """Remove the run directory of ``run`` (a run id or run directory of the workspace).
+
+    A run never submitted (no job recorded, or no run record: execute did not finish) is removed without asking
+    Slurm. Otherwise a live status decides: shards pending, running, stale or unknown refuse the removal
+    (ConflictError ``run_live``, exit 4, naming them) unless ``force``, which cancels them first; Slurm that
+    cannot be asked refuses it (UnavailableError, exit 5). A run whose records cannot be read is removed only with
+    ``force`` (nothing can be cancelled then). A cancellation Slurm did not confirm leaves the run in place
+    (exit 5): a task still running would write into it again. Errors: no such run (exit 3), not a run directory
+    (exit 2).
+    """
+    layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
+    _check_directory(layout)
+    scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+    decision = _decide(layout, scheduler, force=force, clock=clock, rules=rules)
+    cancelled = None
+    if decision.live:
+        from data_designer.slurm.services._cancel import cancel_run
+
+        cancelled = cancel_run(str(layout.run_dir), environ=environ, runner=runner, clock=clock, sleep=sleep)
+        if not cancelled.confirmed:
+            raise UnavailableError(
+                f"run {str(layout.run_id)!r}: Slurm accepted the cancellation of shard(s) "
+                f"{', '.join(map(str, cancelled.shards))} but did not confirm it, so nothing was removed",
+                code="cancel_unconfirmed",
+                file=str(layout.run_dir),
+                hint="check with 'data-designer slurm status RUN', then run 'runs rm --force' again",
+            )
+    _delete(layout)
+    return RunRemoved(
+        run_id=str(layout.run_id),
+        run_dir=str(layout.run_dir),
+        state=decision.state,  # type: ignore[arg-type]
+        forced=force,
+        cancelled=cancelled,
+        live_shards=decision.live,
+        scheduler_calls=decision.calls + (cancelled.scheduler_calls if cancelled is not None else 0),
+        note=decision.note,
+    )
+
+
+def _check_directory(layout: RunLayout) -> None:
+    """The run directory exists and is a plain directory (a symbolic link is never followed into a deletion)."""
+    path = layout.run_dir
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError as exc:
+        raise NotFoundError(
+            f"run {str(layout.run_id)!r} has no run directory at {str(path)!r}",
+            code="run_not_found",
+            file=str(path),
+            hint="'data-designer slurm runs ls' lists the runs of the workspace (--profile, --cluster)",
+        ) from exc
+    except OSError as exc:
+        raise UnavailableError(
+            f"cannot inspect {str(path)!r}: {exc.strerror}", code="filesystem_unavailable", file=str(path)
+        ) from exc
+    if not stat.S_ISDIR(info.st_mode):
+        raise InvalidInputError(
+            f"{str(path)!r} is not a run directory (a symbolic link or a file)",
+            code="invalid_run",
+            key_path="RUN",
+            file=str(path),
+            hint="runs rm removes only real run directories under <workspace>/runs/",
+        )
+
+
+def _decide(
+    layout: RunLayout, scheduler: SlurmScheduler, *, force: bool, clock: Clock, rules: Rules | None
+) -> _Decision:
+    try:
+        status = status_of(layout, scheduler, refresh=True, clock=clock, rules=rules)
+    except SlurmExtensionError as exc:
+        summary = _unclassified(layout, exc)
+        if summary.state == "incomplete":
+            return _Decision("incomplete")
+        if not force:
+            raise ConflictError(
+                f"run {str(layout.run_id)!r} cannot be read ({exc.info.message}), so whether Slurm still runs it "
+                "is unknown",
+                code="run_unreadable",
+                file=exc.info.file or str(layout.run_dir),
+                hint="cancel its jobs yourself if any remain ('squeue --me'), then pass --force to remove it",
+            ) from exc
+        return _Decision("unreadable", note=f"not read, nothing cancelled: {exc.info.message}")
+    live = tuple(shard.shard for shard in status.shards if shard.state in LIVE_SHARD_STATES)
+    if not live:
+        return _Decision(status.state, calls=status.scheduler_calls)
+    if is_unavailable(status) and not force:
+        raise UnavailableError(
+            f"Slurm could not be asked whether run {str(layout.run_id)!r} still runs: "
+            f"{status.scheduler_error or 'no answer'}",
+            code="scheduler_unavailable",
+            file=str(layout.run_dir),
+            hint="nothing was removed; retry when squeue and sacct answer",
+        )
+    if not force:
+        raise ConflictError(
+            f"run {str(layout.run_id)!r} has live shard(s) {_shard_list(status, live)}",
+            code="run_live",
+            file=str(layout.run_dir),
+            hint=f"cancel them first ('data-designer slurm cancel {layout.run_id}'), or pass --force to cancel "
+            "and remove",
+        )
+    return _Decision(status.state, live=live, calls=status.scheduler_calls)
+
+
+def _shard_list(status: RunStatus, live: Sequence[int]) -> str:
+    states = {shard.shard: shard.state for shard in status.shards}
+    named = ", ".join(f"{k} ({states[k]})" for k in live[:_NAMED_SHARDS])
+    return named + (f" and {len(live) - _NAMED_SHARDS} more" if len(live) > _NAMED_SHARDS else "")
+
+
+def _delete(layout: RunLayout) -> None:
+    """Rename the run directory to a hidden name in ``runs/`` (atomic: readers see it or nothing), then delete."""
+    hidden = layout.run_dir.parent / removal_name(layout.run_id)
+    try:
+        os.rename(layout.run_dir, hidden)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise NotFoundError(
+                f"run {str(layout.run_id)!r} was removed meanwhile (no {str(layout.run_dir)!r})",
+                code="run_not_found",
+                file=str(layout.run_dir),
+            ) from exc
+        raise UnavailableError(
+            f"cannot rename {str(layout.run_dir)!r} away for removal: {exc.strerror}",
+            code="filesystem_unavailable",
+            file=str(layout.run_dir),
+            hint="check the permissions of the workspace's runs/ directory; nothing was removed",
+        ) from exc
+    failures: list[str] = []
+
+    def record(_function: object, path: str, exc: object) -> None:
+        failures.append(f"{path}: {exc[1] if isinstance(exc, tuple) else exc}")
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(hidden, onexc=record)
+    else:
+        shutil.rmtree(hidden, onerror=record)
+    if failures:
+        raise UnavailableError(
+            f"run {str(layout.run_id)!r} is gone from the listing, but {len(failures)} entr(ies) of {str(hidden)!r} "
+            f"could not be deleted (first: {failures[0]})",
+            code="run_partly_removed",
+            file=str(hidden),
+            hint=f"delete the hidden directory {str(hidden)!r} by hand (readers already skip it)",
+        )
