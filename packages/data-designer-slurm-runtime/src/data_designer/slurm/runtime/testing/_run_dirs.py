@@ -182,13 +182,14 @@ def write_run_directory(
     job_id_start: int = 1000,
     job_ids: Sequence[str] | None = None,
     max_array_size: int = 1001,
+    max_concurrent_shards: int | None = None,
 ) -> RunLayout:
     """Write a run of ``shards`` shards under the workspace ``root`` (absolute) and return its layout.
 
     ``outcome(shard)`` says what each shard left (default: every shard succeeded). ``clock()`` is "now": the run
     was created about two hours before it, finished attempts ended before it, a running shard's heartbeat is
     exactly it. The plan is chunked by ``max_array_size`` (the cluster's ``MaxArraySize``, in the compile facts and
-    the run record). Chunk ``c`` has job id ``job_ids[c]`` (one per chunk, e.g. real held jobs' ids), else
+    the run record), each chunk's array throttled to ``max_concurrent_shards`` when given. Chunk ``c`` has job id ``job_ids[c]`` (one per chunk, e.g. real held jobs' ids), else
     ``job_id_start + c``. The run id is deterministic (``status-bench-<time>-<hex of the shard count>``): one run
     per root and shard count.
     """
@@ -197,7 +198,7 @@ def write_run_directory(
     created = (now - timedelta(hours=2) - _generation(records_per_shard)).replace(microsecond=0)
     layout = RunLayout(root, RunId(RUN_NAME, created, f"{shards % 0x1000000:06x}"))
     facts = ClusterFacts(gpus_per_node=2, max_array_size=max_array_size)
-    plan, run_text = _compile(root, shards, records, facts)
+    plan, run_text = _compile(root, shards, records, facts, max_concurrent_shards)
     binding = SubmissionBinding(
         run_id=str(layout.run_id), run_dir=str(layout.run_dir), job_name_prefix=f"{JOB_NAME_PREFIX}{layout.run_id}"
     )
@@ -288,8 +289,11 @@ def register_run_jobs(
 # -- the run ----------------------------------------------------------------------------------------------------
 
 
-def _compile(root: Path, shards: int, records: int, facts: ClusterFacts) -> tuple[ExecutionPlan, str]:
-    document = writer_run(RUN_NAME, records=records, shards=shards, replicas=1)
+def _compile(
+    root: Path, shards: int, records: int, facts: ClusterFacts, throttle: int | None
+) -> tuple[ExecutionPlan, str]:
+    sections = {} if throttle is None else {"submission": {"max_concurrent_shards": throttle}}
+    document = writer_run(RUN_NAME, records=records, shards=shards, replicas=1, **sections)
     text = json.dumps(document, indent=2, sort_keys=True) + "\n"
     profile = ClusterProfile.model_validate(
         {
