@@ -492,6 +492,10 @@ def test_a_retry_submits_only_the_named_shards_taking_the_next_attempt() -> None
         ("dd-r-x-r2-c2", "3%4", 22),
     ]
     assert [(t.index, t.shard) for c in unit.chunks for t in c.tasks] == [(3, 3), (4, 4), (5, 5), (9, 9), (3, 25)]
+    # throttled: the second chunk waits for the first (afterany), so at most 4 of the retry's tasks run at once
+    assert [c.after for c in unit.chunks] == [None, "dd-r-x-r2-c0"]
+    unthrottled = _compile(_run(records=30, sharding={"shards": 30}), facts=ClusterFacts(max_array_size=11))
+    assert [c.after for c in bind_retry(unthrottled, binding, shards=[3, 25], generation=1).chunks] == [None, None]
     assert [a for a in unit.sbatch_args if a.startswith("--export")] == ["--export=ALL,NIM_KEY,DDSLURM_ATTEMPT=next"]
     assert unit.script == plan.submission.script
     with pytest.raises(InvalidInputError, match="not in the plan"):

@@ -11,7 +11,7 @@ import functools
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import get_args
@@ -41,12 +41,16 @@ from data_designer.slurm.contracts.records import (
     EXIT_CODES,
     EXIT_NOT_OURS,
     AttemptRecord,
+    CancellationRecord,
     ClaimOwner,
     FinalStatus,
     HeartbeatRecord,
     IndexRange,
     OutputManifest,
     Phase,
+    Requester,
+    RetryIntent,
+    RetryShard,
     RunRecord,
     StatusRecord,
     SubmissionRecord,
@@ -54,11 +58,13 @@ from data_designer.slurm.contracts.records import (
     Timings,
     WorkerProgress,
 )
-from data_designer.slurm.planner import bind_submission, compile, load_run, resolve_config
+from data_designer.slurm.planner import bind_retry, bind_submission, compile, load_run, resolve_config
 from data_designer.slurm.runtime.status import DEFAULT_GRACE_S, DEFAULT_STALE_BEATS, Rules, classify
 from data_designer.slurm.runtime.store import (
     AttemptSnapshot,
     BatchError,
+    CancellationSnapshot,
+    RetrySnapshot,
     RunId,
     RunLayout,
     RunSnapshot,
@@ -426,6 +432,68 @@ def test_s1_a1_manifests_of_two_attempts_together_complete_the_shard() -> None:
     result = one(shard(0, first, second), None)
     assert (result.state, result.records_done) == ("succeeded", RECORDS_PER_SHARD)
     assert [a.state for a in result.attempts] == ["partial", "succeeded"]
+
+
+def _intent(generation: int, *shards: int, at: datetime) -> RetrySnapshot:
+    built = compiled()
+    unit = bind_retry(built.plan, built.run.binding, shards=shards, generation=generation)
+    who = Requester(user="ana", host="login1", pid=4242, time=at)
+    intent = RetryIntent(
+        generation=generation,
+        requested_by=who,
+        shards=tuple(
+            RetryShard(shard=k, state="failed", ranges=(IndexRange(shard_plan(k).start, shard_plan(k).stop),))
+            for k in shards
+        ),
+        unit=unit,
+    )
+    return RetrySnapshot(intent=intent, written_at=at)
+
+
+def test_s0_a_retry_intent_without_submission_holds_its_shards_pending_then_missing() -> None:
+    failed = attempt(0, status=ended("server_failed_to_start"))
+    ended_task = evidence(task(0), "failed", exit_code=10, end=NOW - timedelta(minutes=5))
+    held = replace(
+        snapshot(shard(0, failed), shard(1, attempt(1, status=ended("server_failed_to_start")))),
+        retries=(_intent(1, 0, at=NOW - timedelta(seconds=30)),),
+    )
+    result = status_of(held, observed(ended_task))
+    assert (result.shards[0].state, result.shards[0].reason) == ("pending", "retry_submitting")
+    assert "retry generation 1 is being submitted by ana@login1 (pid 4242)" in (result.shards[0].message or "")
+    assert result.shards[1].state == "failed"  # not in the intent: its own ending stands
+
+    orphaned = replace(held, retries=(_intent(1, 0, at=NOW - timedelta(minutes=10)),))
+    late = status_of(orphaned, observed(ended_task)).shards[0]
+    assert (late.state, late.reason) == ("missing", "retry_unsubmitted")
+    assert "retry RUN' again" in (late.message or "")
+
+    # once a task of that generation is known, the task's evidence decides as for any task
+    retry_task = task(0, job=RETRY_JOB, generation=1, submitted=NOW - timedelta(seconds=20))
+    submitted = replace(orphaned, shards=(shard(0, failed, tasks=(task(0), retry_task)),))
+    seen = status_of(submitted, observed(ended_task, evidence(retry_task, "pending", start=None))).shards[0]
+    assert (seen.state, seen.job_id) == ("pending", RETRY_JOB)
+
+
+def test_c2_a_cancel_record_makes_a_cancelled_shard_cancelled_by_user() -> None:
+    cancelled = evidence(task(0), "cancelled", raw="CANCELLED by 1000", exit_code=0, end=NOW - timedelta(seconds=5))
+    who = Requester(user="ana", host="login1", pid=4242, time=NOW - timedelta(seconds=6))
+    record = CancellationRecord(
+        requested_by=who, whole_run=False, shards=(0,), targets=("1000_0",), generations=(0,), confirmed=True
+    )
+    run = replace(
+        snapshot(shard(0, attempt(0)), shard(1, attempt(1))),
+        cancellations=(CancellationSnapshot(record, NOW - timedelta(seconds=4)),),
+    )
+    result = status_of(
+        run, observed(cancelled, evidence(task(1), "cancelled", raw="CANCELLED by 0", exit_code=0, end=NOW))
+    )
+    assert (result.shards[0].state, result.shards[0].reason) == ("cancelled", "cancelled_by_user")
+    assert "cancelled by ana@login1" in (result.shards[0].message or "")
+    assert (result.shards[1].state, result.shards[1].reason) == ("cancelled", "cancelled")  # not named: Slurm's reason
+
+    # a cancellation older than the shard's task speaks for an earlier task, not for this one
+    older = replace(run, cancellations=(CancellationSnapshot(record, SUBMITTED - timedelta(seconds=1)),))
+    assert status_of(older, observed(cancelled)).shards[0].reason == "cancelled"
 
 
 def test_s2_rejected_first_sbatch_is_not_submitted_with_the_message() -> None:
