@@ -460,6 +460,8 @@ def test_two_retries_started_together_submit_one_generation(story: Story) -> Non
     if loser_call.code == 0:  # it found the generation taken and its job submitted (or recovered it by name)
         loser = loser_call.parse(RetryResult)
         assert (loser.sbatch_calls, loser.generation in (None, 1)) == (0, True), detail
+        if loser.generation is None:  # nothing left to take: both shards held by the winner's generation
+            assert (loser.shards, sorted(loser.skipped)) == ((), ["1", "2"]), detail
     else:  # it found the shards pending or running: refused, naming them
         assert loser_call.code == NOT_SUBMITTED_EXIT, detail
         error = ErrorInfo.model_validate_json(loser_call.stderr)
