@@ -16,7 +16,8 @@ from data_designer.slurm.cli._status_commands import status, wait
 app = typer.Typer(
     name="slurm",
     cls=SlurmGroup,  # prints every error that escapes a command once, --json-aware (see _boundary)
-    help="Run Data Designer jobs on Slurm GPU clusters: profiles, runs (execute, status, wait) and benchmark plans.",
+    help="Run Data Designer jobs on Slurm GPU clusters: profiles, runs (execute, status, wait, logs, retry, "
+    "cancel, runs ls/rm) and benchmark plans.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
