@@ -77,21 +77,25 @@ def list_runs(
     root = Path(cluster_profile.workspace_root)
     entries = list_run_dirs(root)
     shown = entries if all else entries[:DEFAULT_RUNS_SHOWN]
+    seen: list[RunObservation] = []
     with _collector_paused():
-        read = [_read(entry, clock) for entry in shown]
-        snapshots = [item for item in read if isinstance(item, RunSnapshot)]
         if refresh:
+            # every run read first: one observation of all their jobs, then each classified with its part
+            read = [_read(entry, clock) for entry in shown]
+            snapshots = [item for item in read if isinstance(item, RunSnapshot)]
             scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
-            observed = dict(zip(map(id, snapshots), observe_runs(snapshots, scheduler, clock=clock), strict=True))
+            seen = list(observe_runs(snapshots, scheduler, clock=clock))
+            parts = iter(seen)
+            now = clock()
+            summaries = [
+                _summary(item, _classify(item, next(parts), now, rules)) if isinstance(item, RunSnapshot) else item
+                for item in read
+            ]
         else:
-            observed = {id(snapshot): cached_observation(snapshot) for snapshot in snapshots}
-        now = clock()
-        summaries = [
-            _summary(item, _classify(item, observed[id(item)], now, rules)) if isinstance(item, RunSnapshot) else item
-            for item in read
-        ]
-    calls = max((seen.calls for seen in observed.values()), default=0)
-    errors = {seen.detail for seen in observed.values() if seen.evidence != "live" and seen.calls and seen.detail}
+            # one run at a time, nothing kept but its summary: the heap stays small for a thousand runs
+            summaries = [_cached_summary(entry, clock, rules) for entry in shown]
+    calls = max((one.calls for one in seen), default=0)
+    errors = {one.detail for one in seen if one.evidence != "live" and one.calls and one.detail}
     return RunsList(
         workspace=str(root),
         cluster=cluster_name,
@@ -116,6 +120,13 @@ def _classify(snapshot: RunSnapshot, seen: RunObservation, now: datetime, rules:
         asked=seen.asked,
         scheduler_error=seen.detail if seen.asked else None,
     )
+
+
+def _cached_summary(entry: RunDirectory, clock: Clock, rules: Rules | None) -> RunSummary:
+    item = _read(entry, clock)
+    if not isinstance(item, RunSnapshot):
+        return item
+    return _summary(item, _classify(item, cached_observation(item), clock(), rules))
 
 
 def _read(entry: RunDirectory, clock: Clock) -> RunSnapshot | RunSummary:

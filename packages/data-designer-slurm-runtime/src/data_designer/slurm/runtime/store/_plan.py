@@ -5,10 +5,16 @@ same bytes). Every reader (the supervisor, the client worker, the run reader beh
 the bytes must parse as an :class:`ExecutionPlan`, whose digest recomputed from its fields equals the one it
 carries (and the run record's, when the caller knows it). A ``plan`` record envelope around the same payload is
 accepted too (checksummed like every record).
+
+The digest is checked on the bytes first: a plain plan file as ``execute`` writes it is the canonical JSON of the
+plan, so the file without its top-level ``"digest"`` member is exactly the bytes the digest was computed over, and
+hashing them proves what re-encoding the parsed plan would (``runs ls`` loads a thousand plans). A file that is
+not in that form (reformatted, edited) takes the full check, :func:`digest_problem`.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -57,12 +63,34 @@ def load_plan_file(path: Path, *, expected_digest: str | None = None, verify_dig
             file=str(path),
         ) from exc
     plan = _decode(data, path)
-    problem = digest_problem(plan) if verify_digest else None
+    problem = None
+    if verify_digest and not _canonical_bytes_match(data, plan.digest):
+        problem = digest_problem(plan)
     if problem is not None:
         raise _mismatch(path, problem)
     if expected_digest is not None and plan.digest != expected_digest:
         raise _mismatch(path, f"has digest {plan.digest}, not the run record's {expected_digest}")
     return plan
+
+
+def _canonical_bytes_match(data: bytes, digest: str) -> bool:
+    """``data`` with one ``"digest":"<digest>"`` member removed hashes to ``digest``: the file is the canonical JSON
+    the digest was computed over plus the digest itself. (Removing a member anywhere but at the top level would
+    leave a plan without its digest, which did not parse.) False for anything else, including a plan record."""
+    member = b'"digest":"' + digest.encode("utf-8", "replace") + b'"'
+    start = data.find(member)
+    while start != -1:
+        end = start + len(member)
+        if data[end : end + 1] == b",":
+            body = data[:start] + data[end + 1 :]
+        elif data[start - 1 : start] == b",":
+            body = data[: start - 1] + data[end:]
+        else:
+            body = data[:start] + data[end:]
+        if hashlib.sha256(body).hexdigest() == digest:
+            return True
+        start = data.find(member, end)
+    return False
 
 
 def _decode(data: bytes, path: Path) -> ExecutionPlan:
