@@ -145,4 +145,3 @@ def _account_name() -> str:
         return pwd.getpwuid(os.getuid()).pw_name
     except KeyError:  # a uid without a passwd entry (containers)
         return str(os.getuid())
-
