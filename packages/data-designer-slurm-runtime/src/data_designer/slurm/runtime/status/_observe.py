@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from data_designer.slurm.contracts import Observation, SchedulerEvidence, SlurmExtensionError, UnavailableError
+from data_designer.slurm.contracts import (
+    Observation,
+    SchedulerEvidence,
+    SlurmExtensionError,
+    TaskEvidence,
+    UnavailableError,
+)
 from data_designer.slurm.contracts.records import OBSERVATION_SCHEMA, ObservationRecord
 from data_designer.slurm.runtime.scheduler import SlurmScheduler
 from data_designer.slurm.runtime.store import Clock, RunSnapshot, append_record, parse_timestamp, system_clock
@@ -88,12 +94,16 @@ def observe_runs(
         observation = scheduler.observe(job_ids, since=since, timeout_s=timeout_s)
     except UnavailableError as exc:
         return tuple(_unanswered(snapshot, exc) for snapshot in snapshots)
+    by_job: dict[str, list[tuple[int, TaskEvidence]]] = {}
+    for position, task in enumerate(observation.tasks):
+        by_job.setdefault(task.job_id, []).append((position, task))
+    missing = set(observation.missing_job_ids)
     seen: list[RunObservation] = []
     for snapshot in snapshots:
         if not snapshot.job_ids:
             seen.append(RunObservation(None, "none", 0, "no job was ever submitted"))
             continue
-        part = _part_for(observation, snapshot.job_ids)
+        part = _part_for(observation, snapshot.job_ids, by_job, missing)
         if record:
             _record(snapshot, part, clock)
         seen.append(RunObservation(part, "live", observation.calls))
@@ -109,17 +119,23 @@ def _unanswered(snapshot: RunSnapshot, exc: UnavailableError) -> RunObservation:
     return RunObservation(None, "none", 2, exc.info.message)
 
 
-def _part_for(observation: Observation, job_ids: tuple[str, ...]) -> Observation:
-    """What ``observation`` says about ``job_ids`` alone: their tasks and missing jobs, both sources' reports.
-    The accounting lag is not kept per job, so a run keeps the flag only while one of its jobs has no sacct row
-    (where the lag shows): a conservative reading, it can only keep an unseen task pending a little longer."""
+def _part_for(
+    observation: Observation,
+    job_ids: tuple[str, ...],
+    by_job: dict[str, list[tuple[int, TaskEvidence]]],
+    missing: set[str],
+) -> Observation:
+    """What ``observation`` says about ``job_ids`` alone (``by_job``: its tasks by job id with their positions;
+    ``missing``: its missing job ids): their tasks in its order and missing jobs, both sources' reports. The accounting lag is not kept per
+    job, so a run keeps the flag only while one of its jobs has no sacct row (where the lag shows): a conservative
+    reading, it can only keep an unseen task pending a little longer."""
     wanted = set(job_ids)
-    tasks = tuple(task for task in observation.tasks if task.job_id in wanted)
+    tasks = tuple(task for _, task in sorted(item for job in wanted for item in by_job.get(job, ())))
     lag = observation.accounting_lag and bool(wanted - {t.job_id for t in tasks if t.source == "sacct"})
     return observation.model_copy(
         update={
             "tasks": tasks,
-            "missing_job_ids": tuple(job for job in observation.missing_job_ids if job in wanted),
+            "missing_job_ids": tuple(job for job in job_ids if job in missing),
             "accounting_lag": lag,
         }
     )
