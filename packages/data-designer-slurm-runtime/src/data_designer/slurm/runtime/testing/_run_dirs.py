@@ -32,7 +32,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Literal, TypeVar, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel
 
@@ -292,7 +292,7 @@ def register_run_jobs(
 def _compile(
     root: Path, shards: int, records: int, facts: ClusterFacts, throttle: int | None
 ) -> tuple[ExecutionPlan, str]:
-    sections = {} if throttle is None else {"submission": {"max_concurrent_shards": throttle}}
+    sections: dict[str, Any] = {} if throttle is None else {"submission": {"max_concurrent_shards": throttle}}
     document = writer_run(RUN_NAME, records=records, shards=shards, replicas=1, **sections)
     text = json.dumps(document, indent=2, sort_keys=True) + "\n"
     profile = ClusterProfile.model_validate(
