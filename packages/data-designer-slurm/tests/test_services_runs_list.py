@@ -302,7 +302,11 @@ def test_slurm_that_cannot_be_asked_refuses_the_removal(ws: Workspace) -> None:
     ws.fake.fail("sacct")
     with pytest.raises(UnavailableError, match="could not be asked"):
         ws.rm(run_id)
-    assert _runs_dir(ws) == [run_id]
+    finished = ws.add(0, shards=2)  # every shard succeeded by its records, but Slurm cannot say what else runs
+    with pytest.raises(UnavailableError, match="could not be asked") as caught:
+        ws.rm(str(finished.run_id))
+    assert caught.value.exit_code == 5
+    assert _runs_dir(ws) == sorted([run_id, str(finished.run_id)])
 
 
 def test_an_unreadable_run_is_removed_only_with_force(ws: Workspace) -> None:

@@ -279,9 +279,9 @@ def _decide(
             ) from exc
         return _Decision("unreadable", note=f"not read, nothing cancelled: {exc.info.message}")
     live = tuple(shard.shard for shard in status.shards if shard.state in LIVE_SHARD_STATES)
-    if not live:
-        return _Decision(status.state, calls=status.scheduler_calls)
-    if is_unavailable(status) and not force:
+    # a run with jobs whose scheduler did not answer: whether something of it still runs is not known
+    unanswered = is_unavailable(status) or (status.scheduler_calls > 0 and status.evidence != "live")
+    if unanswered and not force:
         raise UnavailableError(
             f"Slurm could not be asked whether run {str(layout.run_id)!r} still runs: "
             f"{status.scheduler_error or 'no answer'}",
@@ -289,6 +289,8 @@ def _decide(
             file=str(layout.run_dir),
             hint="nothing was removed; retry when squeue and sacct answer",
         )
+    if not live:
+        return _Decision(status.state, calls=status.scheduler_calls)
     if not force:
         raise ConflictError(
             f"run {str(layout.run_id)!r} has live shard(s) {_shard_list(status, live)}",
