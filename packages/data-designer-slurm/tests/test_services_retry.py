@@ -408,3 +408,19 @@ def test_layout_names(tmp_path: Path) -> None:
     assert layout.retry_intent(3).name == "0003.json"
     assert layout.resume_claim(3, 2).name == "0003.resume-2"
     assert layout.cancellations_dir.name == "cancellations"
+
+
+def test_a_stale_shard_s_old_task_is_cancelled_before_its_new_attempt(run: Run) -> None:
+    run.fake.advance(40)  # shard 5's heartbeat (written "now") is older than 4 beats while Slurm says RUNNING
+    assert next(s for s in run.status().shards if s.shard == 5).state == "stale"
+
+    dry = run.retry(shards=[5], dry_run=True)
+    assert dry.stopped == (f"{run.jobs[0]}_5",)
+    assert run.fake.jobs[int(run.jobs[0])].tasks[5].state == "RUNNING"  # a dry run stops nothing
+
+    result = run.retry(shards=[5])
+    assert result.stopped == (f"{run.jobs[0]}_5",)
+    assert run.fake.jobs[int(run.jobs[0])].tasks[5].state.startswith("CANCELLED")
+    scancel = next(i for i, argv in enumerate(run.fake.calls) if argv[0] == "scancel")
+    sbatch = next(i for i, argv in enumerate(run.fake.calls) if argv[0] == "sbatch")
+    assert scancel < sbatch  # never two attempts of the shard at once
