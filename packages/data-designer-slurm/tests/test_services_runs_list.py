@@ -413,3 +413,20 @@ def test_force_cancels_the_live_shards_then_removes_the_run(ws: Workspace) -> No
     states = {task.state for task in ws.fake.jobs[int(job[0]["job_id"])].tasks.values()}
     assert {state.split()[0] for state in states} == {"CANCELLED"}
     assert _runs_dir(ws) == []
+
+
+def test_a_long_listing_read_by_worker_processes_equals_the_serial_one(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import data_designer.slurm.services._runs_list as runs_list
+
+    for age in range(9):
+        ws.add(age, shards=1 + age % 3, outcome=outcome_cycle(("succeeded", "partial", "cancelled", "failed_server")))
+    (ws.workspace / "runs" / "not-a-run").mkdir()
+    serial = ws.ls(all=True)
+    monkeypatch.setattr(runs_list, "PARALLEL_FROM", 4)
+    monkeypatch.setattr(runs_list.os, "cpu_count", lambda: 3)
+    forked = ws.ls(all=True)
+    assert forked == serial
+    assert [r.state for r in forked.runs][-1] == "unreadable"
+    assert ws.counting.calls == []

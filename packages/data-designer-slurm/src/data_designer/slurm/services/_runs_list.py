@@ -14,12 +14,14 @@ cancels them first (``services._cancel.cancel_run``). The directory is renamed a
 from __future__ import annotations
 
 import errno
+import multiprocessing
 import os
 import shutil
 import stat
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -92,8 +94,7 @@ def list_runs(
                 for item in read
             ]
         else:
-            # one run at a time, nothing kept but its summary: the heap stays small for a thousand runs
-            summaries = [_cached_summary(entry, clock, rules) for entry in shown]
+            summaries = _cached_summaries(shown, clock, rules)
     calls = max((one.calls for one in seen), default=0)
     errors = {one.detail for one in seen if one.evidence != "live" and one.calls and one.detail}
     return RunsList(
@@ -120,6 +121,31 @@ def _classify(snapshot: RunSnapshot, seen: RunObservation, now: datetime, rules:
         asked=seen.asked,
         scheduler_error=seen.detail if seen.asked else None,
     )
+
+
+PARALLEL_FROM = 128
+"""Listings of at least this many runs read them in worker processes (one per CPU, at most ``MAX_WORKERS``)."""
+MAX_WORKERS = 8
+
+
+def _cached_summaries(entries: Sequence[RunDirectory], clock: Clock, rules: Rules | None) -> list[RunSummary]:
+    """Every entry's summary from its last recorded observation, in order. Reading and classifying a run is CPU
+    work for Python (the records are small), so a long listing is split into contiguous slices read by forked
+    worker processes, each returning only summaries; one run at a time, nothing kept but its summary, either way."""
+    workers = min(os.cpu_count() or 1, MAX_WORKERS, len(entries) // (PARALLEL_FROM // 2))
+    if workers < 2 or len(entries) < PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods():
+        return [_cached_summary(entry, clock, rules) for entry in entries]
+    now = clock()  # one time for every worker (an injected clock need not survive a fork)
+    size = -(-len(entries) // workers)
+    slices = [list(entries[start : start + size]) for start in range(0, len(entries), size)]
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=len(slices), mp_context=context) as pool:
+        parts = pool.map(_slice_summaries, slices, [now] * len(slices), [rules] * len(slices))
+        return [summary for part in parts for summary in part]
+
+
+def _slice_summaries(entries: list[RunDirectory], now: datetime, rules: Rules | None) -> list[RunSummary]:
+    return [_cached_summary(entry, lambda: now, rules) for entry in entries]
 
 
 def _cached_summary(entry: RunDirectory, clock: Clock, rules: Rules | None) -> RunSummary:

@@ -45,12 +45,14 @@ from data_designer.slurm.runtime.store._coverage import coverage_from, manifest_
 from data_designer.slurm.runtime.store._layout import (
     ATTEMPT_RECORD,
     ATTEMPTS_DIR,
+    CANCELLATIONS_DIR,
     CLAIM_FILE,
     HEARTBEAT_RECORD,
     LOGS_DIR,
     MANIFEST,
     OUTPUT_DIR,
     PROGRESS_RECORD,
+    RETRIES_DIR,
     STATUS_RECORD,
     RunLayout,
     format_attempt,
@@ -100,15 +102,25 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
     newest = _read_appended(layout.observations_dir, OBSERVATION_SCHEMA, count, problems, newest_first=True)
     observations: tuple[ObservationRecord | None, datetime | None] = next(newest, (None, None))
     tasks = _tasks_by_shard(run, submissions, plan_chunks={c.chunk: c for c in plan.submission.chunks})
-    retries, highest_retry = _read_retries(layout, {record.generation for record, _ in submissions}, count, problems)
-    cancellations = tuple(
-        CancellationSnapshot(record, written_at)
-        for record, written_at in _read_appended(layout.cancellations_dir, CANCELLATION_SCHEMA, count, problems)
+    run_names = set(_list(layout.run_dir, count))
+    # Most runs were never retried or cancelled: their directories are looked for only when the run lists them (a
+    # listing that lags another writer's new intent is safe: a retry that misses it loses the write-once link).
+    retries, highest_retry = (
+        _read_retries(layout, {record.generation for record, _ in submissions}, count, problems)
+        if RETRIES_DIR in run_names
+        else ((), 0)
+    )
+    cancellations = (
+        tuple(
+            CancellationSnapshot(record, written_at)
+            for record, written_at in _read_appended(layout.cancellations_dir, CANCELLATION_SCHEMA, count, problems)
+        )
+        if CANCELLATIONS_DIR in run_names
+        else ()
     )
     present = _list(layout.shards_dir, count)
     shard_dirs = {number for number in map(parse_shard, present) if number is not None}
     shards_root = str(layout.shards_dir)
-    run_names = set(_list(layout.run_dir, count))
     shards = []
     for shard in plan.shards:
         attempts: list[AttemptSnapshot] = []
