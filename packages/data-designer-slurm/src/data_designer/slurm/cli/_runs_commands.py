@@ -77,13 +77,21 @@ def rm(
     )
 
 
+def _created(stamp: str | None) -> str:
+    """``2026-12-01T14:58:10.000000Z`` as ``2026-12-01 14:58:10Z`` (run ids have whole seconds)."""
+    if not stamp:
+        return ""
+    day, _, clock = stamp.partition("T")
+    return f"{day} {clock.split('.')[0].rstrip('Z')}Z" if clock else stamp
+
+
 def render_runs(result: RunsList) -> str:
     if not result.runs:
         return f"no runs in {result.workspace}/runs (cluster {result.cluster})"
     rows = [
         [
             item.run_id,
-            item.created_at or "",
+            _created(item.created_at),
             item.state,
             _records(item),
             _counts(item) if item.problem is None else item.problem,
