@@ -425,7 +425,7 @@ def test_a_long_listing_read_by_worker_processes_equals_the_serial_one(
     (ws.workspace / "runs" / "not-a-run").mkdir()
     serial = ws.ls(all=True)
     monkeypatch.setattr(runs_list, "PARALLEL_FROM", 4)
-    monkeypatch.setattr(runs_list.os, "cpu_count", lambda: 3)
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
     forked = ws.ls(all=True)
     assert forked == serial
     assert [r.state for r in forked.runs][-1] == "unreadable"
