@@ -19,7 +19,6 @@ from pathlib import Path
 from data_designer.slurm.contracts import (
     TERMINAL_TASK_STATES,
     CancelResult,
-    InvalidInputError,
     SlurmExtensionError,
     UnavailableError,
 )
@@ -35,7 +34,7 @@ from data_designer.slurm.runtime.store import (
     system_clock,
 )
 from data_designer.slurm.services._calls import CountingRunner
-from data_designer.slurm.services._runs import locate_run
+from data_designer.slurm.services._runs import locate_run, named_shards
 
 _OPERATION = "cancel"
 DEFAULT_CONFIRM_TIMEOUT_S = 60.0
@@ -119,19 +118,9 @@ def cancel_run(
 
 
 def _selection(snapshot: RunSnapshot, shards: Sequence[int] | None) -> tuple[int, ...]:
-    known = [shard.plan.shard for shard in snapshot.shards]
     if shards is None:
-        return tuple(known)
-    wanted = sorted(set(shards))
-    if unknown := [shard for shard in wanted if shard not in set(known)]:
-        raise InvalidInputError(
-            f"run {snapshot.run.run_id} has no shard {', '.join(map(str, unknown))} (it has shards 0-{len(known) - 1})",
-            code="unknown_shard",
-            operation=_OPERATION,
-            key_path="--shard",
-            hint=f"name shards from 0 to {len(known) - 1}; 'data-designer slurm status RUN --shards' lists them",
-        )
-    return tuple(wanted)
+        return tuple(shard.plan.shard for shard in snapshot.shards)
+    return tuple(named_shards(snapshot, shards, operation=_OPERATION))
 
 
 def _targets(

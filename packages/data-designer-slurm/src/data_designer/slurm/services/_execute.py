@@ -68,6 +68,7 @@ from data_designer.slurm.runtime.status import SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
     FileModes,
+    RecordAppended,
     RecordConflict,
     RunId,
     RunIdFactory,
@@ -292,19 +293,7 @@ def _submit(
     jobs = submitted_jobs(record.unit, result.chunks)
     if len(jobs) != len(record.unit.chunks):
         raise InternalError("the scheduler returned no job for some chunks", code="chunk_not_submitted")
-    appended = append_record(
-        layout.submissions_dir,
-        SUBMISSION_SCHEMA,
-        SubmissionRecord(
-            submitted_at=clock(),
-            jobs=jobs,
-            submitted=result.submitted,
-            recovered=result.recovered,
-            sbatch_calls=result.sbatch_calls,
-        ),
-        clock=clock,
-        operation=_OPERATION,
-    )
+    appended = record_submission(layout, jobs, sbatch_calls=result.sbatch_calls, clock=clock, operation=_OPERATION)
     return ExecuteResult(
         run_id=record.run_id,
         run_dir=str(layout.run_dir),
@@ -326,21 +315,39 @@ def _record_refusal(
 ) -> None:
     """Append the scheduler's refusal with the chunks accepted before it, so ``status`` says why the rest of the
     run is not submitted (and the jobs that were are observed)."""
-    recovered = sum(1 for job in accepted if job.recovered)
-    append_record(
-        layout.submissions_dir,
-        SUBMISSION_SCHEMA,
-        SubmissionRecord(
-            submitted_at=clock(),
-            jobs=accepted,
-            submitted=len(accepted) - recovered,
-            recovered=recovered,
-            sbatch_calls=refusal.sbatch_calls,
-            error=refusal.info.message,
-        ),
+    record_submission(
+        layout,
+        accepted,
+        sbatch_calls=refusal.sbatch_calls,
         clock=clock,
         operation=_OPERATION,
+        error=refusal.info.message,
     )
+
+
+def record_submission(
+    layout: RunLayout,
+    jobs: tuple[SubmittedJob, ...],
+    *,
+    sbatch_calls: int,
+    clock: Clock,
+    operation: str,
+    generation: int = 0,
+    error: str | None = None,
+) -> RecordAppended:
+    """Append one submission call to ``submissions/``: its jobs (those found by name count as recovered), the
+    ``sbatch`` calls it made, its generation (0: execute; n: retry n) and the scheduler's refusal, if any."""
+    recovered = sum(1 for job in jobs if job.recovered)
+    record = SubmissionRecord(
+        submitted_at=clock(),
+        generation=generation,
+        jobs=jobs,
+        submitted=len(jobs) - recovered,
+        recovered=recovered,
+        sbatch_calls=sbatch_calls,
+        error=error,
+    )
+    return append_record(layout.submissions_dir, SUBMISSION_SCHEMA, record, clock=clock, operation=operation)
 
 
 def submitted_jobs(unit: SubmissionUnit, submitted: Sequence[SubmittedChunk]) -> tuple[SubmittedJob, ...]:

@@ -32,7 +32,6 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import (
     ConflictError,
-    InvalidInputError,
     RetryResult,
     RetryShardResult,
     RunStatus,
@@ -44,12 +43,10 @@ from data_designer.slurm.contracts import (
 from data_designer.slurm.contracts.records import (
     RESUME_SCHEMA,
     RETRY_SCHEMA,
-    SUBMISSION_SCHEMA,
     Requester,
     ResumeClaim,
     RetryIntent,
     RetryShard,
-    SubmissionRecord,
     SubmittedJob,
 )
 from data_designer.slurm.planner import bind_retry, count_indices
@@ -61,15 +58,14 @@ from data_designer.slurm.runtime.store import (
     RetrySnapshot,
     RunLayout,
     RunSnapshot,
-    append_record,
     read_run,
     requester_from_environment,
     system_clock,
     write_record_once,
 )
 from data_designer.slurm.services._calls import CountingRunner
-from data_designer.slurm.services._execute import passed_environment, submitted_jobs
-from data_designer.slurm.services._runs import locate_run
+from data_designer.slurm.services._execute import passed_environment, record_submission, submitted_jobs
+from data_designer.slurm.services._runs import locate_run, named_shards
 
 _OPERATION = "retry"
 RETRYABLE_STATES = frozenset({"failed", "partial", "cancelled", "missing", "stale", "scheduler_inconsistent"})
@@ -215,18 +211,7 @@ def _observed(
 
 
 def _requested(snapshot: RunSnapshot, shards: Sequence[int] | None) -> list[int] | None:
-    if shards is None:
-        return None
-    known = {shard.plan.shard for shard in snapshot.shards}
-    if unknown := sorted(set(shards) - known):
-        raise InvalidInputError(
-            f"run {snapshot.run.run_id} has no shard {', '.join(map(str, unknown))} (it has shards 0-{len(known) - 1})",
-            code="unknown_shard",
-            operation=_OPERATION,
-            key_path="--shard",
-            hint=f"name shards from 0 to {len(known) - 1}; 'data-designer slurm status RUN --shards' lists them",
-        )
-    return sorted(set(shards))
+    return None if shards is None else named_shards(snapshot, shards, operation=_OPERATION)
 
 
 def _select(
@@ -394,8 +379,15 @@ def _submit(
         result = scheduler.submit(unit, since=since - SINCE_SLACK, environment=environment)
     except SubmissionRefused as exc:
         accepted = submitted_jobs(unit, exc.accepted)
-        recovered = sum(1 for job in accepted if job.recovered)
-        _append(layout, generation, accepted, exc.sbatch_calls, recovered, clock, error=exc.info.message)
+        record_submission(
+            layout,
+            accepted,
+            sbatch_calls=exc.sbatch_calls,
+            clock=clock,
+            operation=_OPERATION,
+            generation=generation,
+            error=exc.info.message,
+        )
         exc.info = exc.info.model_copy(
             update={
                 "message": f"run {snapshot.run.run_id}, retry generation {generation}: {exc.info.message}",
@@ -414,35 +406,10 @@ def _submit(
         )
         raise
     jobs = submitted_jobs(unit, result.chunks)
-    _append(layout, generation, jobs, result.sbatch_calls, result.recovered, clock)
-    return jobs, result.sbatch_calls, result.recovered
-
-
-def _append(
-    layout: RunLayout,
-    generation: int,
-    jobs: tuple[SubmittedJob, ...],
-    sbatch_calls: int,
-    recovered: int,
-    clock: Clock,
-    *,
-    error: str | None = None,
-) -> None:
-    append_record(
-        layout.submissions_dir,
-        SUBMISSION_SCHEMA,
-        SubmissionRecord(
-            submitted_at=clock(),
-            generation=generation,
-            jobs=jobs,
-            submitted=len(jobs) - recovered,
-            recovered=recovered,
-            sbatch_calls=sbatch_calls,
-            error=error,
-        ),
-        clock=clock,
-        operation=_OPERATION,
+    record_submission(
+        layout, jobs, sbatch_calls=result.sbatch_calls, clock=clock, operation=_OPERATION, generation=generation
     )
+    return jobs, result.sbatch_calls, result.recovered
 
 
 def _stop_live_tasks(scheduler: SlurmScheduler, tasks: Sequence[str]) -> tuple[str, ...]:

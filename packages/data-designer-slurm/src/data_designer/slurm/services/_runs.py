@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from data_designer.slurm.contracts import InvalidInputError, SlurmExtensionError
-from data_designer.slurm.runtime.store import RUNS_DIR, RunLayout
+from data_designer.slurm.runtime.store import RUNS_DIR, RunLayout, RunSnapshot
 from data_designer.slurm.services._profile import load_profile_file, select_cluster
 
 
@@ -42,3 +42,18 @@ def locate_run(
     profile_path, loaded = load_profile_file(profile, environ=environ)
     _, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
     return RunLayout.of(Path(cluster_profile.workspace_root), text)
+
+
+def named_shards(snapshot: RunSnapshot, shards: Sequence[int], *, operation: str) -> list[int]:
+    """``shards`` (``--shard``) sorted and unique; InvalidInputError ``unknown_shard`` (exit 2) naming any the run
+    does not have."""
+    known = {shard.plan.shard for shard in snapshot.shards}
+    if unknown := sorted(set(shards) - known):
+        raise InvalidInputError(
+            f"run {snapshot.run.run_id} has no shard {', '.join(map(str, unknown))} (it has shards 0-{len(known) - 1})",
+            code="unknown_shard",
+            operation=operation,
+            key_path="--shard",
+            hint=f"name shards from 0 to {len(known) - 1}; 'data-designer slurm status RUN --shards' lists them",
+        )
+    return sorted(set(shards))
