@@ -87,6 +87,7 @@ from data_designer.slurm.contracts._logs import (
     LogStep,
     RunLogs,
 )
+from data_designer.slurm.contracts._merge import MergeOutcome, MergeResult
 from data_designer.slurm.contracts._plan import (
     PLAN_SCHEMA_VERSION,
     AllocationPlan,
@@ -287,6 +288,8 @@ __all__ = [
     "LogFollow",
     "LogSelection",
     "LogStep",
+    "MergeOutcome",
+    "MergeResult",
     "ModelAliasUse",
     "ModelAxis",
     "Name",

@@ -50,6 +50,14 @@ from data_designer.slurm.contracts.records._manifest import (
     Routing,
     Timings,
 )
+from data_designer.slurm.contracts.records._merge import (
+    MERGE_JOB_SCHEMA,
+    MERGE_MANIFEST_SCHEMA,
+    MergeFile,
+    MergeJobRecord,
+    MergeManifest,
+    MergeSource,
+)
 from data_designer.slurm.contracts.records._observation import OBSERVATION_SCHEMA, ObservationRecord
 from data_designer.slurm.contracts.records._ports import PORT_SCHEMA, PortRecord
 from data_designer.slurm.contracts.records._progress import (
@@ -106,6 +114,8 @@ __all__ = [
     "INDEX_COLUMN",
     "INPUTS_SCHEMA",
     "MANIFEST_SCHEMA",
+    "MERGE_JOB_SCHEMA",
+    "MERGE_MANIFEST_SCHEMA",
     "OBSERVATION_SCHEMA",
     "PLAN_DIGEST_COLUMN",
     "PORT_SCHEMA",
@@ -135,6 +145,10 @@ __all__ = [
     "InputFile",
     "InputRole",
     "InputsManifest",
+    "MergeFile",
+    "MergeJobRecord",
+    "MergeManifest",
+    "MergeSource",
     "ModelUsage",
     "ObservationRecord",
     "OutputManifest",
