@@ -27,7 +27,7 @@ class MergeSource(BaseModel):
     attempt: PositiveInt
     path: str = Field(description="The part, relative to the run directory.")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    range: IndexRange = Field(strict=False, description="The global indices taken from it (a slice of its rows).")
+    range: IndexRange = Field(description="The global indices taken from it (a slice of its rows).")
 
 
 class MergeFile(BaseModel):

@@ -39,6 +39,7 @@ from data_designer.slurm.runtime.testing._run_dirs import (
     SHARD_OUTCOMES,
     ShardOutcome,
     outcome_cycle,
+    parquet_part,
     register_run_jobs,
     write_run_directory,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "install_shims",
     "instance_for_schema",
     "outcome_cycle",
+    "parquet_part",
     "processes_mentioning",
     "read_shim_log",
     "register_run_jobs",

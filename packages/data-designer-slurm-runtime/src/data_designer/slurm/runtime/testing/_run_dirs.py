@@ -25,6 +25,7 @@ manifest, but nothing can read them as a table.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import platform
@@ -34,6 +35,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
+import pyarrow as pa
 from pydantic import BaseModel
 
 from data_designer.slurm.contracts import (
@@ -48,17 +50,22 @@ from data_designer.slurm.contracts import (
 )
 from data_designer.slurm.contracts import __version__ as runtime_version
 from data_designer.slurm.contracts.records import (
+    ATTEMPT_COLUMN,
     ATTEMPT_SCHEMA,
     CLAIM_SCHEMA,
     ENDPOINTS_SCHEMA,
     EXIT_CODES,
     HEARTBEAT_SCHEMA,
+    INDEX_COLUMN,
     INPUTS_SCHEMA,
     MANIFEST_SCHEMA,
+    PLAN_DIGEST_COLUMN,
     PORT_SCHEMA,
     PROGRESS_SCHEMA,
     PROVENANCE_COLUMNS,
+    RUN_ID_COLUMN,
     RUN_SCHEMA,
+    SHARD_COLUMN,
     STATUS_SCHEMA,
     SUBMISSION_SCHEMA,
     AliasEndpoints,
@@ -127,6 +134,7 @@ from data_designer.slurm.runtime.testing._fake_state import Behaviour, FakeClust
 from data_designer.slurm.runtime.testing._plans import writer_run
 
 M = TypeVar("M", bound=BaseModel)
+pq: Any = importlib.import_module("pyarrow.parquet")  # untyped
 
 ShardOutcome = Literal["succeeded", "running", "pending", "partial", "failed_server", "cancelled", "no_attempt"]
 """What a shard's first attempt left: ``succeeded`` (everything a finished shard leaves), ``running`` (live
@@ -183,13 +191,16 @@ def write_run_directory(
     job_ids: Sequence[str] | None = None,
     max_array_size: int = 1001,
     max_concurrent_shards: int | None = None,
+    parquet_parts: bool = False,
 ) -> RunLayout:
     """Write a run of ``shards`` shards under the workspace ``root`` (absolute) and return its layout.
 
     ``outcome(shard)`` says what each shard left (default: every shard succeeded). ``clock()`` is "now": the run
     was created about two hours before it, finished attempts ended before it, a running shard's heartbeat is
     exactly it. The plan is chunked by ``max_array_size`` (the cluster's ``MaxArraySize``, in the compile facts and
-    the run record), each chunk's array throttled to ``max_concurrent_shards`` when given. Chunk ``c`` has job id ``job_ids[c]`` (one per chunk, e.g. real held jobs' ids), else
+    the run record), each chunk's array throttled to ``max_concurrent_shards`` when given. With ``parquet_parts`` the
+    output parts are real Parquet (column ``a`` = ``"r<index>"`` and the provenance columns), as ``merge`` reads them;
+    otherwise they are placeholders with matching sizes and digests. Chunk ``c`` has job id ``job_ids[c]`` (one per chunk, e.g. real held jobs' ids), else
     ``job_id_start + c``. The run id is deterministic (``status-bench-<time>-<hex of the shard count>``): one run
     per root and shard count.
     """
@@ -234,7 +245,7 @@ def write_run_directory(
         submitted_at=submitted, jobs=jobs, submitted=len(jobs), recovered=0, sbatch_calls=len(jobs)
     )
     append_record(layout.submissions_dir, SUBMISSION_SCHEMA, submission, clock=lambda: submitted)
-    writer = _ShardWriter(layout, plan, now=now, submitted=submitted)
+    writer = _ShardWriter(layout, plan, now=now, submitted=submitted, parquet=parquet_parts)
     shard_plans = {s.shard: s for s in plan.shards}
     pick = outcome or _all_succeeded
     for chunk, job in zip(unit.chunks, jobs, strict=True):
@@ -337,8 +348,11 @@ def _submitted_job(chunk: SubmissionChunk, job_id: str) -> SubmittedJob:
 class _ShardWriter:
     """Writes the files one shard's first attempt leaves, for each outcome."""
 
-    def __init__(self, layout: RunLayout, plan: ExecutionPlan, *, now: datetime, submitted: datetime) -> None:
+    def __init__(
+        self, layout: RunLayout, plan: ExecutionPlan, *, now: datetime, submitted: datetime, parquet: bool = False
+    ) -> None:
         self.layout, self.plan, self.now, self.submitted = layout, plan, now, submitted
+        self.parquet = parquet
         self.run_id = str(layout.run_id)
         self.replica: ReplicaPlan = plan.allocation.replicas[0]
         self.endpoint = next(e for e in plan.allocation.client.endpoints if e.alias == self.replica.alias)
@@ -575,7 +589,9 @@ class _Attempt:
         parts = []
         for number, item in enumerate(produced):
             data = (
-                b"PAR1\n# placeholder part written by data_designer.slurm.runtime.testing.write_run_directory; "
+                parquet_part(self.w.run_id, self.w.plan.digest, self.k, 1, item)
+                if self.w.parquet
+                else b"PAR1\n# placeholder part written by data_designer.slurm.runtime.testing.write_run_directory; "
                 + f"not Parquet: run {self.w.run_id} shard {self.k} attempt 1 rows [{item.start}, {item.stop})\n".encode()
                 + b"PAR1"
             )
@@ -726,6 +742,26 @@ class _Attempt:
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------
+
+
+def parquet_part(run_id: str, plan_digest: str, shard: int, attempt: int, rows: IndexRange) -> bytes:
+    """The bytes of a real output part: column ``a`` (``"r<global index>"``) and the provenance columns, as the
+    client worker writes them (``worker._output.with_provenance``)."""
+    count = rows.records
+    table = pa.table(
+        {
+            "a": pa.array([f"r{index}" for index in range(rows.start, rows.stop)], type=pa.string()),
+            INDEX_COLUMN: pa.array(range(rows.start, rows.stop), type=pa.int64()),
+            RUN_ID_COLUMN: pa.array([run_id] * count, type=pa.string()),
+            PLAN_DIGEST_COLUMN: pa.array([plan_digest] * count, type=pa.string()),
+            SHARD_COLUMN: pa.array([shard] * count, type=pa.int32()),
+            ATTEMPT_COLUMN: pa.array([attempt] * count, type=pa.int32()),
+        }
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 def _all_succeeded(_shard: int) -> ShardOutcome:

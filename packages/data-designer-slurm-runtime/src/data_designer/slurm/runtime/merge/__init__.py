@@ -1,0 +1,46 @@
+"""Merging a run's shards into one validated dataset (``merge``): sources, part checks, streaming writer, manifest.
+
+``merge_sources`` decides from a run snapshot which rows of which parts make the dataset and its unified schema
+(pure); ``merge_snapshot`` reads every part once, checks it against its attempt's manifest, streams the rows in
+global index order into Parquet files with bounded memory, writes the merge manifest last and publishes the
+directory atomically. See ``docs/architecture/run-directory.md`` ("Merges").
+"""
+
+from data_designer.slurm.runtime.merge._merge import (
+    Merged,
+    MergeOptions,
+    latest_merge,
+    merge_numbers,
+    merge_snapshot,
+    source_digest,
+)
+from data_designer.slurm.runtime.merge._parts import PartReader
+from data_designer.slurm.runtime.merge._sources import MergeSources, SourceSlice, merge_sources, unified_columns
+from data_designer.slurm.runtime.merge._writer import (
+    COMPRESSION,
+    DEFAULT_MAX_ROWS_PER_FILE,
+    ROW_GROUP_BYTES,
+    ROW_GROUP_ROWS,
+    HashingSink,
+    MergeWriter,
+)
+
+__all__ = [
+    "COMPRESSION",
+    "DEFAULT_MAX_ROWS_PER_FILE",
+    "ROW_GROUP_BYTES",
+    "ROW_GROUP_ROWS",
+    "HashingSink",
+    "MergeOptions",
+    "MergeSources",
+    "MergeWriter",
+    "Merged",
+    "PartReader",
+    "SourceSlice",
+    "latest_merge",
+    "merge_numbers",
+    "merge_snapshot",
+    "merge_sources",
+    "source_digest",
+    "unified_columns",
+]

@@ -1,0 +1,276 @@
+"""One merge of a run snapshot into a directory of Parquet files and a merge manifest, published atomically.
+
+The files and the manifest are written into a hidden temporary directory next to the target; the manifest is
+written last (write-once), then the directory is renamed to its final name: ``<run>/merge/NNNN`` (the next free
+number) or ``--output``. So a crash, a refused part or a schema drift never leaves anything under a final name,
+and a reader that finds a final merge directory finds it whole. The same evidence (``source_digest``: every
+source part's sha256 and slice, and the options) is merged once: a later merge finds the manifest and reuses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import secrets
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from data_designer.slurm.contracts import CheckFailedError, ConflictError, UnavailableError
+from data_designer.slurm.contracts import __version__ as runtime_version
+from data_designer.slurm.contracts.records import (
+    MERGE_MANIFEST_SCHEMA,
+    PROVENANCE_COLUMNS,
+    MergeManifest,
+    MergeSource,
+)
+from data_designer.slurm.planner import canonical_json
+from data_designer.slurm.runtime.merge._parts import PartReader
+from data_designer.slurm.runtime.merge._sources import NULL_TYPE, MergeSources, merge_sources
+from data_designer.slurm.runtime.merge._writer import DEFAULT_MAX_ROWS_PER_FILE, MergeWriter
+from data_designer.slurm.runtime.store import (
+    MANIFEST,
+    Clock,
+    RecordOk,
+    RunSnapshot,
+    make_directories,
+    modes_of_directory,
+    read_record,
+    system_clock,
+    write_record_once,
+)
+
+pq: Any = importlib.import_module("pyarrow.parquet")
+_OPERATION = "merge"
+
+
+@dataclass(frozen=True)
+class MergeOptions:
+    output: Path | None = None
+    """Write the merge here instead of ``<run>/merge/NNNN`` (a directory that does not exist, or is empty)."""
+    allow_partial: bool = False
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
+    provenance: bool = True
+
+
+@dataclass(frozen=True)
+class Merged:
+    manifest: MergeManifest
+    directory: Path
+    outcome: Literal["merged", "reused"]
+    parts_read: int
+    bytes_read: int
+
+
+def merge_snapshot(snapshot: RunSnapshot, options: MergeOptions, *, clock: Clock = system_clock) -> Merged:
+    """Merge what the snapshot's valid manifests cover. Refuses (CheckFailedError, exit 6) missing records unless
+    ``allow_partial``, and any part that fails its manifest; the caller says which shards are in which state."""
+    sources = merge_sources(snapshot)
+    if sources.missing and not options.allow_partial:
+        raise CheckFailedError(
+            f"run {snapshot.run.run_id} is missing records of shard(s) {_list(sources.missing_shards)}",
+            code="run_incomplete",
+            operation=_OPERATION,
+            hint="retry them ('data-designer slurm retry RUN'), or merge what exists with --allow-partial",
+        )
+    if not sources.slices:
+        raise CheckFailedError(
+            f"run {snapshot.run.run_id} has no published record to merge",
+            code="nothing_to_merge",
+            operation=_OPERATION,
+            hint="'data-designer slurm status RUN' shows why no shard published anything",
+        )
+    digest = source_digest(sources, options)
+    base = snapshot.layout.merge_dir if options.output is None else options.output
+    reused = _existing(base, digest, numbered=options.output is None)
+    if reused is not None:
+        return Merged(reused[1], reused[0], "reused", 0, 0)
+    parent = base if options.output is None else base.parent
+    modes = modes_of_directory(snapshot.layout.run_dir)
+    make_directories(parent, modes)
+    if options.output is not None:
+        _check_output(options.output)
+    temp = parent / f".merge-{secrets.token_hex(6)}.tmp"
+    make_directories(temp, modes, exclusive=True)
+    reader = PartReader(snapshot.layout.run_dir, run_id=snapshot.run.run_id, plan_digest=snapshot.plan.digest)
+    writer: MergeWriter | None = None
+    try:
+        writer = MergeWriter(
+            temp,
+            _arrow_schema(snapshot, sources),
+            max_rows_per_file=options.max_rows_per_file,
+            provenance=options.provenance,
+            modes=modes,
+        )
+        for item in sources.slices:
+            writer.write(reader.rows(item), item.take.start)
+        files = writer.close()
+        manifest = MergeManifest(
+            run_id=snapshot.run.run_id,
+            plan_digest=snapshot.plan.digest,
+            source_digest=digest,
+            complete=not sources.missing,
+            records=sources.records,
+            records_total=sources.records_total,
+            ranges=sources.covered,
+            missing=sources.missing,
+            missing_shards=sources.missing_shards,
+            columns=tuple(c for c in sources.columns if options.provenance or c.name not in PROVENANCE_COLUMNS),
+            provenance=options.provenance,
+            max_rows_per_file=options.max_rows_per_file,
+            files=tuple(files),
+            sources=tuple(
+                MergeSource(shard=s.shard, attempt=s.attempt, path=s.path, sha256=s.part.sha256, range=s.take)
+                for s in sources.slices
+            ),
+            runtime_version=runtime_version,
+        )
+        write_record_once(temp / MANIFEST, MERGE_MANIFEST_SCHEMA, manifest, clock=clock, operation=_OPERATION)
+        _fsync(temp)
+        final = _publish(temp, base, numbered=options.output is None)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    return Merged(manifest, final, "merged", reader.parts_read, reader.bytes_read)
+
+
+def source_digest(sources: MergeSources, options: MergeOptions) -> str:
+    """The identity of the evidence merged and of the options that shape the files."""
+    document = {
+        "sources": [[s.shard, s.attempt, s.path, s.part.sha256, s.take.start, s.take.stop] for s in sources.slices],
+        "columns": [[c.name, c.type] for c in sources.columns],
+        "provenance": options.provenance,
+        "max_rows_per_file": options.max_rows_per_file,
+    }
+    return hashlib.sha256(canonical_json(document)).hexdigest()
+
+
+def merge_numbers(merge_dir: Path) -> list[int]:
+    """The numbered merges under ``<run>/merge`` (``NNNN``), ascending; hidden and other names skipped."""
+    try:
+        names = os.listdir(merge_dir)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise UnavailableError(
+            f"cannot list {str(merge_dir)!r}: {exc.strerror}", code="filesystem_unavailable", file=str(merge_dir)
+        ) from exc
+    return sorted(int(name) for name in names if name.isascii() and name.isdigit() and len(name) >= 4)
+
+
+def latest_merge(merge_dir: Path) -> tuple[Path, MergeManifest] | None:
+    """The newest numbered merge whose manifest reads valid (a directory without one proves nothing)."""
+    for number in reversed(merge_numbers(merge_dir)):
+        directory = merge_dir / f"{number:04d}"
+        found = read_record(directory / MANIFEST, MERGE_MANIFEST_SCHEMA)
+        if isinstance(found, RecordOk):
+            return directory, found.payload
+    return None
+
+
+def _existing(base: Path, digest: str, *, numbered: bool) -> tuple[Path, MergeManifest] | None:
+    if numbered:
+        found = latest_merge(base)
+    else:
+        read = read_record(base / MANIFEST, MERGE_MANIFEST_SCHEMA)
+        found = (base, read.payload) if isinstance(read, RecordOk) else None
+    if found is not None and found[1].source_digest == digest:
+        return found
+    return None
+
+
+def _check_output(output: Path) -> None:
+    try:
+        entries = os.listdir(output)
+    except FileNotFoundError:
+        return
+    except NotADirectoryError as exc:
+        raise ConflictError(
+            f"--output {str(output)!r} is a file", code="output_exists", operation=_OPERATION, key_path="--output"
+        ) from exc
+    if entries:
+        raise ConflictError(
+            f"--output {str(output)!r} is not empty and holds no merge of this evidence",
+            code="output_exists",
+            operation=_OPERATION,
+            key_path="--output",
+            file=str(output),
+            hint="name a new or empty directory (a merge never writes over other files)",
+        )
+
+
+def _publish(temp: Path, base: Path, *, numbered: bool) -> Path:
+    """Rename the finished directory to its final name: the next free ``NNNN`` under ``base``, or ``base``."""
+    if not numbered:
+        if base.exists():
+            base.rmdir()  # empty (checked before): rename(2) would replace it anyway; never a non-empty one
+        os.rename(temp, base)
+        _fsync(base.parent)
+        return base
+    number = max(merge_numbers(base), default=0) + 1
+    for _ in range(1000):
+        final = base / f"{number:04d}"
+        try:
+            os.mkdir(final)  # claims the number (mkdir fails when another merge took it), then is replaced
+        except FileExistsError:
+            number += 1
+            continue
+        os.rename(temp, final)  # onto the empty directory just made: atomic
+        _fsync(base)
+        return final
+    raise ConflictError(f"no free merge number under {str(base)!r}", code="merge_numbers_exhausted", file=str(base))
+
+
+def _arrow_schema(snapshot: RunSnapshot, sources: MergeSources) -> pa.Schema:
+    """The unified schema with Arrow types, read from the footers of one part per contributing attempt."""
+    wanted = {column.name: column.type for column in sources.columns}
+    types: dict[str, pa.DataType] = {}
+    seen: set[tuple[int, int]] = set()
+    for item in sources.slices:
+        if (item.shard, item.attempt) in seen:
+            continue
+        seen.add((item.shard, item.attempt))
+        try:
+            schema = pq.read_schema(snapshot.layout.run_dir / item.path)
+        except (pa.ArrowException, OSError) as exc:
+            raise CheckFailedError(
+                f"shard {item.shard} attempt {item.attempt}: part {item.path} cannot be merged: {exc}",
+                code="part_invalid",
+                operation=_OPERATION,
+                file=item.path,
+            ) from exc
+        for field in schema:
+            if field.name in wanted and str(field.type) == wanted[field.name] and field.name not in types:
+                types[field.name] = field.type
+        if len(types) == len(wanted):
+            break
+    fields = [
+        pa.field(name, types.get(name, pa.null())) for name in wanted if wanted[name] == NULL_TYPE or name in types
+    ]
+    if len(fields) != len(wanted):
+        absent = [name for name in wanted if name not in {f.name for f in fields}]
+        raise CheckFailedError(
+            f"the parts' footers do not show the manifests' types of {', '.join(absent)}",
+            code="part_invalid",
+            operation=_OPERATION,
+        )
+    return pa.schema(fields)
+
+
+def _fsync(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _list(shards: tuple[int, ...]) -> str:
+    shown = ", ".join(map(str, shards[:10]))
+    return shown + (f" (+{len(shards) - 10} more)" if len(shards) > 10 else "")

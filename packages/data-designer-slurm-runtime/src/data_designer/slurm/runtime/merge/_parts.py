@@ -1,0 +1,121 @@
+"""Reading one source part for a merge, checked against its attempt's manifest before a row of it is used.
+
+The part's bytes are read once: their size and sha256 must be the manifest's, the Parquet they hold must have
+the manifest's row count and column types, and the provenance columns must say what the manifest says: run,
+plan, shard, attempt, and global indices ``first_index .. first_index + records - 1`` in order. Anything else is
+a :class:`CheckFailedError` (exit 6) naming the shard, the attempt and the file: a merge never guesses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from data_designer.slurm.contracts import CheckFailedError
+from data_designer.slurm.contracts.records import (
+    ATTEMPT_COLUMN,
+    INDEX_COLUMN,
+    PLAN_DIGEST_COLUMN,
+    RUN_ID_COLUMN,
+    SHARD_COLUMN,
+)
+from data_designer.slurm.runtime.merge._sources import SourceSlice
+
+pq: Any = importlib.import_module("pyarrow.parquet")
+pc: Any = importlib.import_module("pyarrow.compute")
+_OPERATION = "merge"
+
+
+class PartReader:
+    """Reads and checks source parts; keeps the last one, since two slices may come from one part."""
+
+    def __init__(self, run_dir: Path, *, run_id: str, plan_digest: str) -> None:
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.plan_digest = plan_digest
+        self.parts_read = 0
+        self.bytes_read = 0
+        self._last: tuple[str, pa.Table] | None = None
+
+    def rows(self, source: SourceSlice) -> pa.Table:
+        """The slice's rows, from a part that passed every check."""
+        if self._last is None or self._last[0] != source.path:
+            self._last = (source.path, self._checked(source))
+        return self._last[1].slice(source.offset, source.take.records)
+
+    def _checked(self, source: SourceSlice) -> pa.Table:
+        path = self.run_dir / source.path
+        data = self._bytes(source, path)
+        if hashlib.sha256(data).hexdigest() != source.part.sha256:
+            raise _bad(source, "its sha256 is not the manifest's (the bytes changed after they were published)")
+        try:
+            table = pq.read_table(pa.BufferReader(data))
+        except (pa.ArrowException, OSError) as exc:
+            raise _bad(source, f"it is not readable Parquet ({exc})") from exc
+        if table.num_rows != source.part.records:
+            raise _bad(source, f"it holds {table.num_rows} rows, its manifest says {source.part.records}")
+        found = [(field.name, str(field.type)) for field in table.schema]
+        expected = [(column.name, column.type) for column in source.manifest.columns]
+        if found != expected:
+            raise _bad(source, f"its columns are {found}, its manifest says {expected}")
+        self._provenance(source, table)
+        self.parts_read += 1
+        self.bytes_read += len(data)
+        return table
+
+    def _bytes(self, source: SourceSlice, path: Path) -> bytes:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError as exc:
+            raise _bad(source, "it is missing") from exc
+        except OSError as exc:
+            raise _bad(source, f"it cannot be opened: {exc.strerror}") from exc
+        try:
+            size = os.fstat(fd).st_size
+            if size != source.part.bytes:
+                raise _bad(source, f"it has {size} bytes, its manifest says {source.part.bytes}")
+            chunks = []
+            left = size + 1  # one byte more than announced proves it grew
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 24))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        if len(data) != source.part.bytes:
+            raise _bad(source, f"it has {len(data)} bytes, its manifest says {source.part.bytes}")
+        return data
+
+    def _provenance(self, source: SourceSlice, table: pa.Table) -> None:
+        first = source.part.first_index
+        expected = pa.array(range(first, first + source.part.records), type=pa.int64())
+        if not table.column(INDEX_COLUMN).equals(pa.chunked_array([expected])):
+            raise _bad(source, f"its {INDEX_COLUMN} is not {first}..{first + source.part.records - 1} in order")
+        for column, value in (
+            (RUN_ID_COLUMN, self.run_id),
+            (PLAN_DIGEST_COLUMN, self.plan_digest),
+            (SHARD_COLUMN, source.shard),
+            (ATTEMPT_COLUMN, source.attempt),
+        ):
+            values = table.column(column)
+            if values.null_count or not pc.all(pc.equal(values, value)).as_py():
+                raise _bad(source, f"its {column} is not {value!r} in every row")
+
+
+def _bad(source: SourceSlice, why: str) -> CheckFailedError:
+    return CheckFailedError(
+        f"shard {source.shard} attempt {source.attempt}: part {source.path} cannot be merged: {why}",
+        code="part_invalid",
+        operation=_OPERATION,
+        file=source.path,
+        hint="the part no longer matches what its attempt published (edited, truncated or lost on disk): restore it "
+        "from a backup, or execute the run again; nothing was written under the merge's final name",
+    )

@@ -1,0 +1,195 @@
+"""Streaming rows into the merge's Parquet files, with memory bounded by one row group, never by the run.
+
+Rows arrive in global index order, a slice at a time. They are cast to the unified schema (a column that is null
+in one shard takes the others' type), buffered up to one row group (``ROW_GROUP_ROWS`` rows or
+``ROW_GROUP_BYTES``), and written to ``part-<k:05d>.parquet`` files of at most ``max_rows_per_file`` rows each.
+Every file is written through a hashing sink (its sha256 and size are known when it closes, without reading it
+back), fsynced, and given the workspace's file mode. The writer options are fixed, so the same rows give the same
+bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from data_designer.slurm.contracts.records import PROVENANCE_COLUMNS, MergeFile
+from data_designer.slurm.runtime.store import FileModes
+
+pq: Any = importlib.import_module("pyarrow.parquet")
+
+ROW_GROUP_ROWS = 65_536
+ROW_GROUP_BYTES = 64 * 1024 * 1024
+"""A row group is written once either bound is reached: the most a merge holds in memory besides one part."""
+DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
+COMPRESSION = "zstd"
+PART_NAME = "part-{:05d}.parquet"
+
+
+class HashingSink:
+    """A binary file that hashes what is written to it (pyarrow writes through ``write``)."""
+
+    def __init__(self, path: Path, mode: int) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self._mode = mode
+        self._hash = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        view = memoryview(data)
+        self._hash.update(view)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        self.size += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        return None
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            os.fchmod(self._fd, self._mode)
+            os.fsync(self._fd)
+        finally:
+            os.close(self._fd)
+
+    @property
+    def sha256(self) -> str:
+        return self._hash.hexdigest()
+
+
+class MergeWriter:
+    """Writes rows (in global index order) into the files of one merge directory."""
+
+    def __init__(
+        self,
+        directory: Path,
+        schema: pa.Schema,
+        *,
+        max_rows_per_file: int,
+        provenance: bool,
+        modes: FileModes,
+    ) -> None:
+        self.directory = directory
+        self.source_schema = schema
+        self.schema = schema if provenance else pa.schema([f for f in schema if f.name not in PROVENANCE_COLUMNS])
+        self.max_rows_per_file = max_rows_per_file
+        self.provenance = provenance
+        self.modes = modes
+        self.files: list[MergeFile] = []
+        self._buffer: list[tuple[pa.Table, int]] = []
+        self._buffered_rows = 0
+        self._buffered_bytes = 0
+        self._sink: HashingSink | None = None
+        self._writer: Any = None
+        self._file_rows = 0
+        self._file_first = 0
+
+    def write(self, table: pa.Table, first_index: int) -> None:
+        """Rows whose first one has global index ``first_index`` (consecutive within ``table``)."""
+        if table.num_rows == 0:
+            return
+        table = _conform(table, self.source_schema)
+        if not self.provenance:
+            table = table.select([field.name for field in self.schema])
+        self._buffer.append((table, first_index))
+        self._buffered_rows += table.num_rows
+        self._buffered_bytes += table.nbytes
+        if self._buffered_rows >= ROW_GROUP_ROWS or self._buffered_bytes >= ROW_GROUP_BYTES:
+            self._flush()
+
+    def close(self) -> list[MergeFile]:
+        """Write what is buffered and close the last file; the files written, in order."""
+        self._flush()
+        self._close_file()
+        return self.files
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        if self._sink is not None:
+            self._sink.close()
+
+    def _flush(self) -> None:
+        """Write the buffer as row groups, starting a new file wherever the current one is full."""
+        pending, self._buffer = self._buffer, []
+        self._buffered_rows = self._buffered_bytes = 0
+        group: list[pa.Table] = []
+        for table, first_index in pending:
+            offset = 0
+            while offset < table.num_rows:
+                if self._writer is None:
+                    self._open_file(first_index + offset)
+                room = self.max_rows_per_file - self._file_rows - sum(t.num_rows for t in group)
+                piece = table.slice(offset, min(room, table.num_rows - offset))
+                group.append(piece)
+                offset += piece.num_rows
+                if self._file_rows + sum(t.num_rows for t in group) >= self.max_rows_per_file:
+                    self._write_group(group)
+                    group = []
+                    self._close_file()
+        if group:
+            self._write_group(group)
+
+    def _write_group(self, pieces: list[pa.Table]) -> None:
+        table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+        self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self._file_rows += table.num_rows
+
+    def _open_file(self, first_index: int) -> None:
+        path = self.directory / PART_NAME.format(len(self.files))
+        self._sink = HashingSink(path, self.modes.file)
+        self._writer = pq.ParquetWriter(
+            self._sink, self.schema, compression=COMPRESSION, write_statistics=True, store_schema=True
+        )
+        self._file_rows = 0
+        self._file_first = first_index
+
+    def _close_file(self) -> None:
+        if self._writer is None or self._sink is None:
+            return
+        self._writer.close()
+        self._sink.close()
+        self.files.append(
+            MergeFile(
+                path=self._sink.path.name,
+                records=self._file_rows,
+                first_index=self._file_first,
+                bytes=self._sink.size,
+                sha256=self._sink.sha256,
+            )
+        )
+        self._writer = None
+        self._sink = None
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` cast to the unified schema (only null columns change type: the sources decided it is lossless)."""
+    if table.schema.equals(schema):
+        return table
+    return pa.Table.from_arrays([table.column(field.name).cast(field.type) for field in schema], schema=schema)
