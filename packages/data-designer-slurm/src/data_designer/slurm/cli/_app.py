@@ -8,6 +8,7 @@ from data_designer.slurm.cli._benchmark_commands import benchmark_app
 from data_designer.slurm.cli._boundary import SlurmGroup
 from data_designer.slurm.cli._execute_commands import execute
 from data_designer.slurm.cli._logs_commands import logs
+from data_designer.slurm.cli._merge_commands import merge
 from data_designer.slurm.cli._profile_commands import profile_app
 from data_designer.slurm.cli._retry_commands import cancel, retry
 from data_designer.slurm.cli._runs_commands import runs_app
@@ -17,7 +18,7 @@ app = typer.Typer(
     name="slurm",
     cls=SlurmGroup,  # prints every error that escapes a command once, --json-aware (see _boundary)
     help="Run Data Designer jobs on Slurm GPU clusters: profiles, runs (execute, status, wait, logs, retry, "
-    "cancel, runs ls/rm) and benchmark plans.",
+    "cancel, merge, runs ls/rm) and benchmark plans.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -30,5 +31,6 @@ app.command("wait")(wait)
 app.command("logs")(logs)
 app.command("retry")(retry)
 app.command("cancel")(cancel)
+app.command("merge")(merge)
 app.add_typer(benchmark_app, name="benchmark")
 app.add_typer(runs_app, name="runs")

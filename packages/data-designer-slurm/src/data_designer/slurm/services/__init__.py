@@ -51,3 +51,8 @@ from data_designer.slurm.services._cancel import cancel_run  # noqa: E402 (appen
 from data_designer.slurm.services._retry import retry_run  # noqa: E402 (appended block)
 
 __all__ += ["cancel_run", "retry_run"]
+
+# Collecting a run: merge (issue 14).
+from data_designer.slurm.services._merge import merge_run  # noqa: E402 (appended block)
+
+__all__ += ["merge_run"]
