@@ -56,3 +56,8 @@ __all__ += ["cancel_run", "retry_run"]
 from data_designer.slurm.services._merge import merge_run  # noqa: E402 (appended block)
 
 __all__ += ["merge_run"]
+
+# Collecting a run: a merged run (or its validated parts) as a pandas DataFrame (issue 14).
+from data_designer.slurm.services._dataset import load_dataset  # noqa: E402 (appended block)
+
+__all__ += ["load_dataset"]
