@@ -79,8 +79,10 @@ from data_designer.slurm.planner._sbatch import (
     ScriptRequest,
     bind_retry,
     bind_submission,
+    export_option,
     format_indices,
     render_script,
+    slurm_path_problems,
 )
 from data_designer.slurm.planner._sbatch_options import (
     RESERVED_SBATCH_OPTIONS,
@@ -165,6 +167,7 @@ __all__ = [
     "detect_format",
     "escape_braces",
     "expand",
+    "export_option",
     "find_secret_literals",
     "first_claims",
     "format_indices",
@@ -193,5 +196,6 @@ __all__ = [
     "sbatch_option_table",
     "serve_flag_versions",
     "sha256_digest",
+    "slurm_path_problems",
     "validate_document",
 ]

@@ -1,8 +1,8 @@
 """The probe's bookkeeping and its job: a one-task CPU job that proves the shared workspace and the compute Python.
 
 The job runs :func:`probe_script` on the profile's CPU partition with its account and extra sbatch
-options. The script writes ``token`` (the probe id, the node and the job id) under
-``workspace_root/.probe/<id>``, then runs the compute Python to import the runtime and print its
+options (a :class:`~data_designer.slurm.runtime.jobs.CpuJob`, as the merge job). The script writes ``token``
+(the probe id, the node and the job id) under ``workspace_root/.probe/<id>``, then runs the compute Python to import the runtime and print its
 version into ``runtime.out`` (``runtime.err``, ``runtime.rc`` beside it). It always exits 0: the
 job's state says whether it ran, the files say what it saw. The login side polls the job through
 the scheduler adapter with backoff, cancels it when the probe times out, and reads the files back.
@@ -18,17 +18,15 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import (
     TERMINAL_TASK_STATES,
-    ArrayTaskBinding,
     ClusterProfile,
     ProbeCheck,
     ProbeCheckName,
     ProbeStatus,
     SlurmExtensionError,
-    SubmissionChunk,
-    SubmissionUnit,
     TaskEvidence,
     __version__,
 )
+from data_designer.slurm.runtime.jobs import CpuJob, submit_cpu_job
 from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler
 from data_designer.slurm.runtime.scheduler._command import CommandRunner
 
@@ -156,33 +154,15 @@ def run_probe_job(state: ProbeState) -> TaskEvidence | None:
         state.record("probe_job", "not_run", f"{blocked or 'no probe directory'}: no job was submitted")
         return None
     cluster = state.cluster
-    sbatch_args = [
-        f"--partition={cluster.partitions.cpu}",
-        f"--time={PROBE_JOB_TIME_MINUTES}",
-        "--nodes=1",
-        "--ntasks=1",
-        "--output=/dev/null",
-        "--error=/dev/null",
-        f"--chdir={state.probe_dir}",
-    ]
-    if cluster.account is not None:
-        sbatch_args.append(f"--account={cluster.account}")
-    unit = SubmissionUnit(
+    job = CpuJob(
+        job_name=f"ddslurm-probe-{state.probe_id}",
         script=probe_script(str(state.probe_dir), state.probe_id, cluster.compute_python.interpreter),
-        sbatch_args=(*cluster.sbatch_options, *sbatch_args),  # the probe's own options last, as in a plan
-        chunks=(
-            SubmissionChunk(
-                job_name=f"ddslurm-probe-{state.probe_id}",
-                chunk=0,
-                array_spec="0",
-                index_offset=0,
-                tasks=(ArrayTaskBinding(index=0, shard=0, attempt=1),),
-            ),
-        ),
+        workdir=str(state.probe_dir),
+        time_limit=str(PROBE_JOB_TIME_MINUTES),
     )
     started = state.clock()
     try:
-        submitted = state.scheduler.submit(unit, since=started)
+        submitted = submit_cpu_job(state.scheduler, cluster, job, since=started, operation="probe")
     except SlurmExtensionError as exc:
         state.record(
             "probe_job",
@@ -192,7 +172,7 @@ def run_probe_job(state: ProbeState) -> TaskEvidence | None:
             key="sbatch_options" if cluster.sbatch_options else None,
         )
         return None
-    job_id = state.job_id = submitted.chunks[0].job_id
+    job_id = state.job_id = submitted.job_id
     try:
         return _wait(state, job_id, started)
     except KeyboardInterrupt:  # never leave the probe job behind when the user gives up on it
