@@ -29,6 +29,7 @@ from data_designer.slurm.runtime.merge import (
     merge_sources,
     unified_columns,
 )
+from data_designer.slurm.runtime.merge import _writer as merge_writer
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record, read_run, write_record_once
 from data_designer.slurm.runtime.testing import ShardOutcome, outcome_cycle, parquet_part, write_run_directory
 
@@ -131,6 +132,37 @@ def test_files_hold_at_most_max_rows_each_and_say_where_they_start(tmp_path: Pat
         data = (merged.directory / file.path).read_bytes()
         assert (len(data), hashlib.sha256(data).hexdigest()) == (file.bytes, file.sha256)
         assert pq.read_table(merged.directory / file.path).column(INDEX_COLUMN)[0].as_py() == file.first_index
+
+
+def test_row_groups_encoded_in_the_background_keep_order_files_and_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(merge_writer, "ROW_GROUP_ROWS", 4)  # a background encoding every few rows
+    layout = run_dir(tmp_path)
+    merged = merge_snapshot(read_run(layout), MergeOptions(max_rows_per_file=7))
+    assert [f.records for f in merged.manifest.files] == [7, 7, 7, 7, 2]
+    table = table_of(merged.directory)
+    assert table.column(INDEX_COLUMN).to_pylist() == list(range(SHARDS * PER_SHARD))
+    assert table.column("a").to_pylist() == [f"r{i}" for i in range(SHARDS * PER_SHARD)]
+    groups = [pq.ParquetFile(merged.directory / f.path).metadata.num_row_groups for f in merged.manifest.files]
+    assert groups == [1, 2, 2, 1, 1]  # flushed at rows 10, 20, 30: files 7..13 and 14..20 straddle a flush
+    again = merge_snapshot(read_run(layout), MergeOptions(max_rows_per_file=7, output=tmp_path / "again"))
+    assert again.manifest.files == merged.manifest.files
+
+
+def test_a_failed_background_encoding_fails_the_merge_and_publishes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(merge_writer, "ROW_GROUP_ROWS", 4)
+    layout = run_dir(tmp_path)
+
+    def refuse(self: merge_writer.HashingSink, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(merge_writer.HashingSink, "write", refuse)
+    with pytest.raises(OSError, match="No space left"):
+        merge_snapshot(read_run(layout), MergeOptions())
+    assert [p.name for p in layout.merge_dir.iterdir()] == []
 
 
 def test_without_provenance_only_the_data_columns_are_written(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from data_designer.slurm.runtime.merge._sources import SourceSlice
 
 pq: Any = importlib.import_module("pyarrow.parquet")
 pc: Any = importlib.import_module("pyarrow.compute")
+numpy: Any = importlib.import_module("numpy")
 _OPERATION = "merge"
 
 
@@ -54,7 +55,9 @@ class PartReader:
         if hashlib.sha256(data).hexdigest() != source.part.sha256:
             raise _bad(source, "its sha256 is not the manifest's (the bytes changed after they were published)")
         try:
-            table = pq.read_table(pa.BufferReader(data))
+            # ParquetFile, not read_table: no dataset machinery (nor its pandas import) for one in-memory file; one
+            # thread, since the merge's writer encodes the previous row group on the other core meanwhile.
+            table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
         except (pa.ArrowException, OSError) as exc:
             raise _bad(source, f"it is not readable Parquet ({exc})") from exc
         if table.num_rows != source.part.records:
@@ -96,8 +99,9 @@ class PartReader:
 
     def _provenance(self, source: SourceSlice, table: pa.Table) -> None:
         first = source.part.first_index
-        expected = pa.array(range(first, first + source.part.records), type=pa.int64())
-        if not table.column(INDEX_COLUMN).equals(pa.chunked_array([expected])):
+        index = table.column(INDEX_COLUMN)
+        expected = numpy.arange(first, first + source.part.records, dtype=numpy.int64)
+        if index.null_count or not numpy.array_equal(index.to_numpy(), expected):
             raise _bad(source, f"its {INDEX_COLUMN} is not {first}..{first + source.part.records - 1} in order")
         for column, value in (
             (RUN_ID_COLUMN, self.run_id),

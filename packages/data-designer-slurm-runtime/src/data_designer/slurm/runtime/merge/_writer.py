@@ -6,6 +6,11 @@ in one shard takes the others' type), buffered up to one row group (``ROW_GROUP_
 Every file is written through a hashing sink (its sha256 and size are known when it closes, without reading it
 back), fsynced, and given the workspace's file mode. The writer options are fixed, so the same rows give the same
 bytes.
+
+A full buffer is encoded on one background thread while the caller reads and checks the next parts (Arrow and
+hashlib release the GIL, so the two overlap on two cores); at most one row group is being encoded while the next
+one fills, in order, so memory stays bounded by two row groups and the bytes do not depend on the timing. An
+error of the encoding is raised by the ``write`` that fills the next buffer, or by ``close``.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import contextlib
 import hashlib
 import importlib
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +31,9 @@ from data_designer.slurm.runtime.store import FileModes
 pq: Any = importlib.import_module("pyarrow.parquet")
 
 ROW_GROUP_ROWS = 65_536
-ROW_GROUP_BYTES = 64 * 1024 * 1024
-"""A row group is written once either bound is reached: the most a merge holds in memory besides one part."""
+ROW_GROUP_BYTES = 16 * 1024 * 1024
+"""A row group is written once either bound is reached: a merge holds two (one filling, one being encoded) and
+one part in memory."""
 DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
 COMPRESSION = "zstd"
 PART_NAME = "part-{:05d}.parquet"
@@ -108,6 +115,8 @@ class MergeWriter:
         self._writer: Any = None
         self._file_rows = 0
         self._file_first = 0
+        self._encoder: ThreadPoolExecutor | None = None
+        self._encoding: Future[None] | None = None
 
     def write(self, table: pa.Table, first_index: int) -> None:
         """Rows whose first one has global index ``first_index`` (consecutive within ``table``)."""
@@ -120,25 +129,48 @@ class MergeWriter:
         self._buffered_rows += table.num_rows
         self._buffered_bytes += table.nbytes
         if self._buffered_rows >= ROW_GROUP_ROWS or self._buffered_bytes >= ROW_GROUP_BYTES:
-            self._flush()
+            pending = self._take_buffer()
+            self._wait()  # the previous row group is written: one at a time, in order
+            if self._encoder is None:
+                self._encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="merge-writer")
+            self._encoding = self._encoder.submit(self._flush, pending)
 
     def close(self) -> list[MergeFile]:
         """Write what is buffered and close the last file; the files written, in order."""
-        self._flush()
+        self._wait()
+        self._flush(self._take_buffer())
         self._close_file()
+        self._stop()
         return self.files
 
     def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._wait()
+        self._stop()
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 self._writer.close()
         if self._sink is not None:
             self._sink.close()
 
-    def _flush(self) -> None:
-        """Write the buffer as row groups, starting a new file wherever the current one is full."""
+    def _take_buffer(self) -> list[tuple[pa.Table, int]]:
         pending, self._buffer = self._buffer, []
         self._buffered_rows = self._buffered_bytes = 0
+        return pending
+
+    def _wait(self) -> None:
+        """Wait for the row group being encoded; raises what its encoding raised."""
+        encoding, self._encoding = self._encoding, None
+        if encoding is not None:
+            encoding.result()
+
+    def _stop(self) -> None:
+        if self._encoder is not None:
+            self._encoder.shutdown(wait=True)
+            self._encoder = None
+
+    def _flush(self, pending: list[tuple[pa.Table, int]]) -> None:
+        """Write ``pending`` as row groups, starting a new file wherever the current one is full."""
         group: list[pa.Table] = []
         for table, first_index in pending:
             offset = 0

@@ -135,6 +135,7 @@ from data_designer.slurm.runtime.testing._plans import writer_run
 
 M = TypeVar("M", bound=BaseModel)
 pq: Any = importlib.import_module("pyarrow.parquet")  # untyped
+pc: Any = importlib.import_module("pyarrow.compute")  # untyped
 
 ShardOutcome = Literal["succeeded", "running", "pending", "partial", "failed_server", "cancelled", "no_attempt"]
 """What a shard's first attempt left: ``succeeded`` (everything a finished shard leaves), ``running`` (live
@@ -192,6 +193,7 @@ def write_run_directory(
     max_array_size: int = 1001,
     max_concurrent_shards: int | None = None,
     parquet_parts: bool = False,
+    part_text_bytes: int = 0,
 ) -> RunLayout:
     """Write a run of ``shards`` shards under the workspace ``root`` (absolute) and return its layout.
 
@@ -200,7 +202,8 @@ def write_run_directory(
     exactly it. The plan is chunked by ``max_array_size`` (the cluster's ``MaxArraySize``, in the compile facts and
     the run record), each chunk's array throttled to ``max_concurrent_shards`` when given. With ``parquet_parts`` the
     output parts are real Parquet (column ``a`` = ``"r<index>"`` and the provenance columns), as ``merge`` reads them;
-    otherwise they are placeholders with matching sizes and digests. Chunk ``c`` has job id ``job_ids[c]`` (one per chunk, e.g. real held jobs' ids), else
+    otherwise they are placeholders with matching sizes and digests; ``part_text_bytes`` makes each value of ``a``
+    about that much longer (:func:`parquet_part`), for parts of a realistic size. Chunk ``c`` has job id ``job_ids[c]`` (one per chunk, e.g. real held jobs' ids), else
     ``job_id_start + c``. The run id is deterministic (``status-bench-<time>-<hex of the shard count>``): one run
     per root and shard count.
     """
@@ -245,7 +248,7 @@ def write_run_directory(
         submitted_at=submitted, jobs=jobs, submitted=len(jobs), recovered=0, sbatch_calls=len(jobs)
     )
     append_record(layout.submissions_dir, SUBMISSION_SCHEMA, submission, clock=lambda: submitted)
-    writer = _ShardWriter(layout, plan, now=now, submitted=submitted, parquet=parquet_parts)
+    writer = _ShardWriter(layout, plan, now=now, submitted=submitted, parquet=parquet_parts, text_bytes=part_text_bytes)
     shard_plans = {s.shard: s for s in plan.shards}
     pick = outcome or _all_succeeded
     for chunk, job in zip(unit.chunks, jobs, strict=True):
@@ -349,10 +352,18 @@ class _ShardWriter:
     """Writes the files one shard's first attempt leaves, for each outcome."""
 
     def __init__(
-        self, layout: RunLayout, plan: ExecutionPlan, *, now: datetime, submitted: datetime, parquet: bool = False
+        self,
+        layout: RunLayout,
+        plan: ExecutionPlan,
+        *,
+        now: datetime,
+        submitted: datetime,
+        parquet: bool = False,
+        text_bytes: int = 0,
     ) -> None:
         self.layout, self.plan, self.now, self.submitted = layout, plan, now, submitted
         self.parquet = parquet
+        self.text_bytes = text_bytes
         self.run_id = str(layout.run_id)
         self.replica: ReplicaPlan = plan.allocation.replicas[0]
         self.endpoint = next(e for e in plan.allocation.client.endpoints if e.alias == self.replica.alias)
@@ -589,7 +600,7 @@ class _Attempt:
         parts = []
         for number, item in enumerate(produced):
             data = (
-                parquet_part(self.w.run_id, self.w.plan.digest, self.k, 1, item)
+                parquet_part(self.w.run_id, self.w.plan.digest, self.k, 1, item, text_bytes=self.w.text_bytes)
                 if self.w.parquet
                 else b"PAR1\n# placeholder part written by data_designer.slurm.runtime.testing.write_run_directory; "
                 + f"not Parquet: run {self.w.run_id} shard {self.k} attempt 1 rows [{item.start}, {item.stop})\n".encode()
@@ -744,13 +755,20 @@ class _Attempt:
 # -- helpers ----------------------------------------------------------------------------------------------------
 
 
-def parquet_part(run_id: str, plan_digest: str, shard: int, attempt: int, rows: IndexRange) -> bytes:
+def parquet_part(
+    run_id: str, plan_digest: str, shard: int, attempt: int, rows: IndexRange, *, text_bytes: int = 0
+) -> bytes:
     """The bytes of a real output part: column ``a`` (``"r<global index>"``) and the provenance columns, as the
-    client worker writes them (``worker._output.with_provenance``)."""
+    client worker writes them (``worker._output.with_provenance``, Parquet's default codec).
+
+    With ``text_bytes`` each value is ``"r<global index> "`` followed by about that many bytes of words drawn from
+    :data:`TEXT_WORDS` by frequency (rank ``r`` weighs ``1/r``, as in prose), seeded by ``rows.start``: the same
+    range gives the same bytes, and the text compresses about as generated prose does."""
     count = rows.records
+    labels = pa.array([f"r{index}" for index in range(rows.start, rows.stop)], type=pa.string())
     table = pa.table(
         {
-            "a": pa.array([f"r{index}" for index in range(rows.start, rows.stop)], type=pa.string()),
+            "a": labels if text_bytes <= 0 else _with_text(labels, rows.start, text_bytes),
             INDEX_COLUMN: pa.array(range(rows.start, rows.stop), type=pa.int64()),
             RUN_ID_COLUMN: pa.array([run_id] * count, type=pa.string()),
             PLAN_DIGEST_COLUMN: pa.array([plan_digest] * count, type=pa.string()),
@@ -762,6 +780,35 @@ def parquet_part(run_id: str, plan_digest: str, shard: int, attempt: int, rows: 
     pq.write_table(table, sink)
     data: bytes = sink.getvalue().to_pybytes()
     return data
+
+
+TEXT_WORDS: tuple[str, ...] = tuple(
+    (  # noqa: SIM905 (one line of prose reads better than 180 quoted words)
+        "the of and to in a is that for it as was with be by on not he this are or his from at which but have an they "
+        "you were her she there one all we their been has would when if will who more no so said what up its about "
+        "into than them can only other time new some could these two may first then do any like my now over such our "
+        "man me even most made after also did many before must through back years where much your way well down should "
+        "because each just those people how too little state good very make world still own see men work long get here "
+        "between both life being under never day same another know while last might us great old year off come since "
+        "against go came right used take three model data record shard merge output column value dataset generated text "
+        "language prompt answer question reason example sample batch token request server client worker result"
+    ).split()
+)
+"""The vocabulary of :func:`parquet_part`'s text, most frequent first."""
+
+
+def _with_text(labels: pa.Array, seed: int, text_bytes: int) -> pa.Array:
+    """``"<label> <words>"`` for each label, about ``text_bytes`` bytes of words each, reproducible from ``seed``."""
+    numpy = importlib.import_module("numpy")
+    words = max(1, text_bytes // 5)  # the words average about 4 letters and a space
+    weights = 1.0 / numpy.arange(1, len(TEXT_WORDS) + 1)
+    picks = numpy.random.default_rng(seed).choice(len(TEXT_WORDS), size=(len(labels), words), p=weights / weights.sum())
+    vocabulary = pa.array(TEXT_WORDS, type=pa.string())
+    flat = vocabulary.take(pa.array(picks.ravel()))
+    offsets = pa.array(numpy.arange(0, len(flat) + 1, words, dtype=numpy.int32))
+    text = pc.binary_join(pa.ListArray.from_arrays(offsets, flat), " ")
+    joined: pa.Array = pc.binary_join_element_wise(labels, text, " ")
+    return joined
 
 
 def _all_succeeded(_shard: int) -> ShardOutcome:
