@@ -60,6 +60,11 @@ RunState = Literal[
 SchedulerEvidence = Literal["live", "cached", "none"]
 """Where the scheduler evidence came from: asked now, the last recorded observation, or nothing at all."""
 
+MergeState = Literal["none", "pending", "running", "succeeded", "failed", "cancelled", "unknown"]
+"""The state of the run's merge (``docs/architecture/status.md``, "Merge"): ``succeeded`` only with a valid merge
+manifest; a merge job that Slurm no longer shows and that left none is ``failed``, never running forever. ``none``
+is for consumers that need a value for a run without merges (``RunStatus.merge`` is then None)."""
+
 
 class AttemptStatus(BaseModel):
     """One attempt of a shard, as its records and the scheduler show it."""
@@ -106,6 +111,19 @@ class ShardStatus(BaseModel):
     anomalies: tuple[str, ...] = Field(default=(), description="Evidence that disagrees but does not change the state.")
 
 
+class MergeStatus(BaseModel):
+    """The run's merge: the newest merge job's state from Slurm's evidence and the merge manifest it leaves."""
+
+    model_config = FROZEN
+
+    state: MergeState
+    job_id: str | None = Field(default=None, description="The newest merge job (merge --as-job); None: a local merge.")
+    merge_dir: str | None = Field(default=None, description="Where the merge is (or will be, with --output).")
+    records: NonNegativeInt | None = Field(default=None, description="Records in the merge, from its manifest.")
+    complete: bool | None = Field(default=None, description="Every record of the run is in it (manifest).")
+    message: str | None = None
+
+
 class RunStatus(BaseModel):
     """The result of ``data-designer slurm status RUN`` (and of every ``wait`` poll)."""
 
@@ -135,6 +153,7 @@ class RunStatus(BaseModel):
     eta_s: NonNegativeFloat | None = Field(default=None, description="From the progress rate; None when unknown.")
     records_per_s: NonNegativeFloat | None = None
     submission_error: str | None = Field(default=None, description="The scheduler's refusal of the first sbatch.")
+    merge: MergeStatus | None = Field(default=None, description="The run's merge, when it has one (merge/ exists).")
 
     @property
     def succeeded(self) -> bool:

@@ -35,6 +35,12 @@ def merge(
     drop_provenance: Annotated[
         bool, typer.Option("--drop-provenance", help="Leave out _dd_index, _dd_run_id, ... (they are still checked).")
     ] = False,
+    as_job: Annotated[
+        bool,
+        typer.Option(
+            "--as-job", help="Run the merge as a one-task job on the profile's CPU partition; 'status' shows it."
+        ),
+    ] = False,
     profile: ProfileOption = None,
     cluster: ClusterOption = None,
     as_json: JsonOption = False,
@@ -42,9 +48,9 @@ def merge(
 ) -> None:
     """Merge every shard of a run into one dataset: each part checked against its manifest, every record once.
 
-    Exit codes: 0 merged (or the same evidence was merged before); 6 shards are not succeeded (without
-    --allow-partial), a part fails its manifest, or the shards' schemas drift; 4 --output is not empty;
-    3 no such run.
+    Exit codes: 0 merged (or the same evidence was merged before, or --as-job submitted the job); 6 shards are
+    not succeeded (without --allow-partial), a part fails its manifest, or the shards' schemas drift; 4 --output
+    is not empty; 3 no such run; 2 --as-job with an image as the compute Python, or sbatch refused the job.
     """
     from data_designer.slurm.services import merge_run
 
@@ -56,6 +62,7 @@ def merge(
             allow_partial=allow_partial,
             max_rows_per_file=max_rows_per_file,
             drop_provenance=drop_provenance,
+            as_job=as_job,
             profile=profile,
             cluster=cluster,
         ),

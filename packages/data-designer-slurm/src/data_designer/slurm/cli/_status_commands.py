@@ -14,7 +14,7 @@ from data_designer.slurm.cli._output import DebugOption, JsonOption, run, table
 from data_designer.slurm.cli._profile_commands import ClusterOption, ProfileOption
 
 if TYPE_CHECKING:
-    from data_designer.slurm.contracts import RunStatus, ShardStatus, WaitResult
+    from data_designer.slurm.contracts import MergeStatus, RunStatus, ShardStatus, WaitResult
 
 EXIT_UNAVAILABLE = 5
 EXIT_CHECK_FAILED = 6
@@ -182,6 +182,8 @@ def render_status(result: RunStatus, every_shard: bool) -> str:
         lines.append(f"not submitted: {result.submission_error}")
     if result.scheduler_error:
         lines.append(f"Slurm could not be asked: {result.scheduler_error}")
+    if result.merge is not None:
+        lines.append(merge_line(result.merge))
     shown = [s for s in result.shards if every_shard or s.state != "succeeded"]
     if shown:
         rows = [
@@ -204,6 +206,19 @@ def render_status(result: RunStatus, every_shard: bool) -> str:
         if len(anomalies) > 20:
             lines.append(f"  ... and {len(anomalies) - 20} more (--json shows all)")
     return "\n".join(lines)
+
+
+def merge_line(merge: MergeStatus) -> str:
+    """``merge: succeeded (job 123): 40 records, complete, in DIR`` and the like."""
+    job = f" (job {merge.job_id})" if merge.job_id else ""
+    parts = [f"merge: {merge.state}{job}"]
+    if merge.records is not None:
+        parts.append(f"{merge.records} records, {'complete' if merge.complete else 'partial'}")
+    if merge.merge_dir:
+        parts.append(f"in {merge.merge_dir}")
+    if merge.message:
+        parts.append(merge.message)
+    return ": ".join(parts[:2]) + "".join(f", {part}" for part in parts[2:])
 
 
 def render_csv(result: RunStatus) -> str:

@@ -18,6 +18,7 @@ from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, Subproces
 from data_designer.slurm.runtime.merge import DEFAULT_MAX_ROWS_PER_FILE, Merged, MergeOptions, merge_snapshot
 from data_designer.slurm.runtime.status import Rules
 from data_designer.slurm.runtime.store import Clock, RunLayout, RunSnapshot, read_run, system_clock
+from data_designer.slurm.services._merge_job import submit_merge_job
 from data_designer.slurm.services._runs import locate_run
 from data_designer.slurm.services._status import status_of
 
@@ -32,6 +33,7 @@ def merge_run(
     allow_partial: bool = False,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     drop_provenance: bool = False,
+    as_job: bool = False,
     profile: str | Path | None = None,
     cluster: str | None = None,
     environ: Mapping[str, str] | None = None,
@@ -39,7 +41,8 @@ def merge_run(
     clock: Clock = system_clock,
     rules: Rules | None = None,
 ) -> MergeResult:
-    """Merge ``run`` here, in this process.
+    """Merge ``run`` here, in this process; with ``as_job``, submit the same merge as a one-task CPU job and return
+    at once (``outcome="submitted"``; ``status`` shows the merge job's state, ``services._merge_job``).
 
     Errors: no such run exit 3; shards not succeeded (without ``allow_partial``), a part that fails its manifest,
     schema drift between shards exit 6 (nothing is written under a final name); a non-empty ``output`` exit 4.
@@ -57,6 +60,10 @@ def merge_run(
     if not allow_partial and any(shard.missing for shard in snapshot.shards):
         scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
         raise _not_succeeded(layout, snapshot, scheduler, clock, rules)
+    if as_job:
+        return submit_merge_job(
+            snapshot, options, profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock
+        )
     merged = merge_snapshot(snapshot, options, clock=clock)
     return result_of(layout, merged, seconds=time.monotonic() - started)
 

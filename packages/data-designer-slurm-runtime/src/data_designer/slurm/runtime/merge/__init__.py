@@ -6,11 +6,11 @@ global index order into Parquet files with bounded memory, writes the merge mani
 directory atomically. See ``docs/architecture/run-directory.md`` ("Merges").
 """
 
+from data_designer.slurm.runtime.merge._job_main import MERGE_MODULE, merge_job_argv
 from data_designer.slurm.runtime.merge._merge import (
     Merged,
     MergeOptions,
     latest_merge,
-    merge_numbers,
     merge_snapshot,
     source_digest,
 )
@@ -24,10 +24,12 @@ from data_designer.slurm.runtime.merge._writer import (
     HashingSink,
     MergeWriter,
 )
+from data_designer.slurm.runtime.store import merge_numbers  # pyarrow-free: status reads merges too
 
 __all__ = [
     "COMPRESSION",
     "DEFAULT_MAX_ROWS_PER_FILE",
+    "MERGE_MODULE",
     "ROW_GROUP_BYTES",
     "ROW_GROUP_ROWS",
     "HashingSink",
@@ -38,6 +40,7 @@ __all__ = [
     "PartReader",
     "SourceSlice",
     "latest_merge",
+    "merge_job_argv",
     "merge_numbers",
     "merge_snapshot",
     "merge_sources",

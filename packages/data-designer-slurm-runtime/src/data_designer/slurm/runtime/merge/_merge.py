@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from data_designer.slurm.contracts import CheckFailedError, ConflictError, UnavailableError
+from data_designer.slurm.contracts import CheckFailedError, ConflictError
 from data_designer.slurm.contracts import __version__ as runtime_version
 from data_designer.slurm.contracts.records import (
     MERGE_MANIFEST_SCHEMA,
@@ -37,7 +37,9 @@ from data_designer.slurm.runtime.store import (
     Clock,
     RecordOk,
     RunSnapshot,
+    find_latest_merge,
     make_directories,
+    merge_numbers,
     modes_of_directory,
     read_record,
     system_clock,
@@ -151,27 +153,10 @@ def source_digest(sources: MergeSources, options: MergeOptions) -> str:
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 
-def merge_numbers(merge_dir: Path) -> list[int]:
-    """The numbered merges under ``<run>/merge`` (``NNNN``), ascending; hidden and other names skipped."""
-    try:
-        names = os.listdir(merge_dir)
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise UnavailableError(
-            f"cannot list {str(merge_dir)!r}: {exc.strerror}", code="filesystem_unavailable", file=str(merge_dir)
-        ) from exc
-    return sorted(int(name) for name in names if name.isascii() and name.isdigit() and len(name) >= 4)
-
-
 def latest_merge(merge_dir: Path) -> tuple[Path, MergeManifest] | None:
     """The newest numbered merge whose manifest reads valid (a directory without one proves nothing)."""
-    for number in reversed(merge_numbers(merge_dir)):
-        directory = merge_dir / f"{number:04d}"
-        found = read_record(directory / MANIFEST, MERGE_MANIFEST_SCHEMA)
-        if isinstance(found, RecordOk):
-            return directory, found.payload
-    return None
+    found = find_latest_merge(merge_dir)
+    return None if found is None else (found.directory, found.manifest)
 
 
 def _existing(base: Path, digest: str, *, numbered: bool) -> tuple[Path, MergeManifest] | None:

@@ -4,6 +4,7 @@ The rules are the table in ``docs/architecture/status.md``.
 """
 
 from data_designer.slurm.runtime.status._classify import DEFAULT_GRACE_S, DEFAULT_STALE_BEATS, Rules, classify
+from data_designer.slurm.runtime.status._merge_state import merge_status
 from data_designer.slurm.runtime.status._observe import (
     OBSERVE_TIMEOUT_S,
     SINCE_SLACK,
@@ -22,6 +23,7 @@ __all__ = [
     "RunObservation",
     "cached_observation",
     "classify",
+    "merge_status",
     "observe_run",
     "observe_runs",
 ]

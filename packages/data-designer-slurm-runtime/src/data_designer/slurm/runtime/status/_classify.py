@@ -23,6 +23,7 @@ from data_designer.slurm.contracts import (
 )
 from data_designer.slurm.contracts.records import EXIT_CODES, EXIT_NOT_OURS
 from data_designer.slurm.planner import count_indices
+from data_designer.slurm.runtime.status._merge_state import merge_status
 from data_designer.slurm.runtime.store import (
     AttemptSnapshot,
     RetrySnapshot,
@@ -121,6 +122,9 @@ def classify(
         eta_s=remaining / rate if rate and remaining > 0 else (0.0 if remaining == 0 else None),
         records_per_s=rate,
         submission_error=snapshot.submission_error,
+        merge=merge_status(
+            snapshot, observation, now, grace_s=rules.grace_s, evidence=evidence, asked=asked
+        ),  # rows M1-M10
     )
 
 

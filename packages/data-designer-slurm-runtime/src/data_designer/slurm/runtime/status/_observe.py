@@ -1,10 +1,10 @@
 """One observation of a whole run: both scheduler sources asked once, the result appended to the run directory.
 
 ``observe_run`` asks ``squeue`` and ``sacct`` (concurrently, each with a short timeout, ``sacct -D -S`` from the
-run's creation minus a slack) about every job any submission recorded, and appends what it saw as
-``observations/NNNN.json``. When neither source answers, the last recorded observation is used instead
-(``evidence="cached"``), so a later process still shows the last known state with its age; with none recorded,
-there is no scheduler evidence at all (``evidence="none"``).
+run's creation minus a slack) about every job any submission recorded and the run's newest merge job
+(``RunSnapshot.observed_job_ids``), and appends what it saw as ``observations/NNNN.json``. When neither source
+answers, the last recorded observation is used instead (``evidence="cached"``), so a later process still shows the
+last known state with its age; with none recorded, there is no scheduler evidence at all (``evidence="none"``).
 
 ``observe_runs`` does the same for many runs at once (``runs ls --refresh``): one ``squeue`` and one ``sacct`` over
 the union of their jobs, split per run and appended to each run's ``observations/`` as ``observe_run`` would.
@@ -57,7 +57,7 @@ def observe_run(
     record: bool = True,
 ) -> RunObservation:
     """Observe every job of the run once (at most one squeue and one sacct), appending the observation."""
-    job_ids = snapshot.job_ids
+    job_ids = snapshot.observed_job_ids
     if not job_ids:
         return RunObservation(None, "none", 0, "no job was ever submitted")
     try:
@@ -85,10 +85,10 @@ def observe_runs(
     ``observations/`` exactly as :func:`observe_run` appends its own. One result per snapshot, in order; a run
     without jobs gets no evidence and asks nothing. When neither source answers, each run falls back to its last
     recorded observation."""
-    submitted = [snapshot for snapshot in snapshots if snapshot.job_ids]
+    submitted = [snapshot for snapshot in snapshots if snapshot.observed_job_ids]
     if not submitted:
         return tuple(RunObservation(None, "none", 0, "no job was ever submitted") for _ in snapshots)
-    job_ids = tuple(dict.fromkeys(job for snapshot in submitted for job in snapshot.job_ids))
+    job_ids = tuple(dict.fromkeys(job for snapshot in submitted for job in snapshot.observed_job_ids))
     since = min(snapshot.run.created_at for snapshot in submitted) - SINCE_SLACK
     try:
         observation = scheduler.observe(job_ids, since=since, timeout_s=timeout_s)
@@ -100,10 +100,10 @@ def observe_runs(
     missing = set(observation.missing_job_ids)
     seen: list[RunObservation] = []
     for snapshot in snapshots:
-        if not snapshot.job_ids:
+        if not snapshot.observed_job_ids:
             seen.append(RunObservation(None, "none", 0, "no job was ever submitted"))
             continue
-        part = _part_for(observation, snapshot.job_ids, by_job, missing)
+        part = _part_for(observation, snapshot.observed_job_ids, by_job, missing)
         if record:
             _record(snapshot, part, clock)
         seen.append(RunObservation(part, "live", observation.calls))
@@ -111,7 +111,7 @@ def observe_runs(
 
 
 def _unanswered(snapshot: RunSnapshot, exc: UnavailableError) -> RunObservation:
-    if not snapshot.job_ids:
+    if not snapshot.observed_job_ids:
         return RunObservation(None, "none", 0, "no job was ever submitted")
     cached = snapshot.last_observation
     if cached is not None:
@@ -149,7 +149,7 @@ def _record(snapshot: RunSnapshot, observation: Observation, clock: Clock) -> No
         append_record(
             snapshot.layout.observations_dir,
             OBSERVATION_SCHEMA,
-            ObservationRecord(job_ids=snapshot.job_ids, observation=observation),
+            ObservationRecord(job_ids=snapshot.observed_job_ids, observation=observation),
             clock=clock,
             operation="status.observe",
         )
@@ -157,7 +157,7 @@ def _record(snapshot: RunSnapshot, observation: Observation, clock: Clock) -> No
 
 def _worth_recording(snapshot: RunSnapshot, observation: Observation) -> bool:
     last = snapshot.last_observation
-    if last is None or snapshot.last_observation_at is None or last.job_ids != snapshot.job_ids:
+    if last is None or snapshot.last_observation_at is None or last.job_ids != snapshot.observed_job_ids:
         return True
     fresh = parse_timestamp(observation.observed_at) - snapshot.last_observation_at < RECORD_UNCHANGED_EVERY
     return not (fresh and _evidence(last.observation) == _evidence(observation))

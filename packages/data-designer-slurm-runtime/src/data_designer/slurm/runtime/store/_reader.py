@@ -5,7 +5,8 @@ records another way. Cost is linear in shards: one listing of ``shards/`` and of
 shard's ``attempts/``, and per attempt its result manifest; unless that is valid and complete (nothing else can
 then change what the attempt contributes), also its ``status.json``, claim and ``attempt.json``, and while it has
 no successful ``status.json`` its heartbeat, progress and last log line. Slurm's own
-``slurm-<job>_<task>.err`` is read only for a shard without any attempt. Only ``RecordOk`` that matches this run
+``slurm-<job>_<task>.err`` is read only for a shard without any attempt; ``merge/`` (its job records and newest
+manifest) only when the run lists it. Only ``RecordOk`` that matches this run
 counts; anything else is named in ``problems`` and proves nothing.
 """
 
@@ -27,6 +28,7 @@ from data_designer.slurm.contracts.records import (
     CLAIM_SCHEMA,
     HEARTBEAT_SCHEMA,
     MANIFEST_SCHEMA,
+    MERGE_JOB_SCHEMA,
     OBSERVATION_SCHEMA,
     PROGRESS_SCHEMA,
     RESUME_SCHEMA,
@@ -50,6 +52,7 @@ from data_designer.slurm.runtime.store._layout import (
     HEARTBEAT_RECORD,
     LOGS_DIR,
     MANIFEST,
+    MERGE_DIR,
     OUTPUT_DIR,
     PROGRESS_RECORD,
     RETRIES_DIR,
@@ -59,6 +62,14 @@ from data_designer.slurm.runtime.store._layout import (
     format_shard,
     parse_attempt,
     parse_shard,
+)
+from data_designer.slurm.runtime.store._merges import (
+    MergeFound,
+    MergeJobSnapshot,
+    find_latest_merge,
+    merge_job_error_file,
+    merge_jobs_dir,
+    read_merge,
 )
 from data_designer.slurm.runtime.store._plan import load_plan
 from data_designer.slurm.runtime.store._record_io import Clock, RecordOk, read_record, sequence_numbers, system_clock
@@ -118,6 +129,7 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
         if CANCELLATIONS_DIR in run_names
         else ()
     )
+    merge_jobs, merge = _read_merges(layout, count, problems) if MERGE_DIR in run_names else ((), None)
     present = _list(layout.shards_dir, count)
     shard_dirs = {number for number in map(parse_shard, present) if number is not None}
     shards_root = str(layout.shards_dir)
@@ -160,7 +172,35 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
         retries=retries,
         cancellations=cancellations,
         highest_retry_file=highest_retry,
+        merge_jobs=merge_jobs,
+        merge=merge,
     )
+
+
+def _read_merges(
+    layout: RunLayout, count: _Counter, problems: list[str]
+) -> tuple[tuple[MergeJobSnapshot, ...], MergeFound | None]:
+    """The merge job records and the merge the newest job writes (its ``--output``, else the newest numbered merge);
+    the end of the newest job's stderr while no manifest newer than its record exists (it may have failed)."""
+    jobs = [
+        MergeJobSnapshot(record, written_at)
+        for record, written_at in _read_appended(merge_jobs_dir(layout), MERGE_JOB_SCHEMA, count, problems)
+    ]
+    newest = jobs[-1] if jobs else None
+    count.listings += 1
+    count.files += 1
+    if newest is not None and newest.record.output is not None:
+        merge = read_merge(Path(newest.record.output))
+    else:
+        merge = find_latest_merge(layout.merge_dir)
+    if newest is not None and not _newer(merge, newest):
+        line = last_line(merge_job_error_file(layout, newest.record.job_name), count_read=lambda: _bump(count))
+        jobs[-1] = MergeJobSnapshot(newest.record, newest.written_at, last_error_line=line)
+    return tuple(jobs), merge
+
+
+def _newer(merge: MergeFound | None, job: MergeJobSnapshot) -> bool:
+    return merge is not None and merge.written_at is not None and merge.written_at >= job.record.submitted_at
 
 
 def read_run_record(layout: RunLayout, *, operation: str = _OPERATION, not_found_hint: str | None = None) -> RunRecord:

@@ -27,6 +27,7 @@ from data_designer.slurm.contracts.records import (
 )
 from data_designer.slurm.planner import count_indices
 from data_designer.slurm.runtime.store._layout import RunLayout
+from data_designer.slurm.runtime.store._merges import MergeFound, MergeJobSnapshot
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,23 @@ class RunSnapshot:
     """Every readable cancellation record, oldest first."""
     highest_retry_file: int = 0
     """The highest ``retries/NNNN.json`` number present, readable or not (a corrupt intent still holds its number)."""
+    merge_jobs: tuple[MergeJobSnapshot, ...] = ()
+    """Every readable merge job record (``merge/jobs/NNNN.json``), ascending."""
+    merge: MergeFound | None = None
+    """The merge the newest merge job writes (its ``--output``), else the newest numbered merge; valid manifests only."""
+
+    @property
+    def merge_job(self) -> MergeJobSnapshot | None:
+        """The newest merge job: the one whose state ``status`` shows."""
+        return self.merge_jobs[-1] if self.merge_jobs else None
+
+    @property
+    def observed_job_ids(self) -> tuple[str, ...]:
+        """What one observation of the run asks about: every submitted job and the newest merge job."""
+        job = self.merge_job
+        if job is None or job.record.job_id in self.job_ids:
+            return self.job_ids
+        return (*self.job_ids, job.record.job_id)
 
     @property
     def job_ids(self) -> tuple[str, ...]:
