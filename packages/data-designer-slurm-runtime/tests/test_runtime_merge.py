@@ -24,13 +24,25 @@ from data_designer.slurm.contracts.records import (
 )
 from data_designer.slurm.runtime.merge import (
     MergeOptions,
+    SpliceWriter,
+    decode_struct,
+    encode_struct,
+    footer_bytes,
     latest_merge,
     merge_snapshot,
     merge_sources,
+    splices,
     unified_columns,
 )
 from data_designer.slurm.runtime.merge import _writer as merge_writer
-from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record, read_run, write_record_once
+from data_designer.slurm.runtime.store import (
+    PRIVATE_MODES,
+    RecordOk,
+    RunLayout,
+    read_record,
+    read_run,
+    write_record_once,
+)
 from data_designer.slurm.runtime.testing import ShardOutcome, outcome_cycle, parquet_part, write_run_directory
 
 pq: Any = importlib.import_module("pyarrow.parquet")
@@ -311,3 +323,82 @@ def test_sources_come_from_the_snapshot_alone(tmp_path: Path) -> None:
     assert sources.missing_shards == (1,)
     assert sources.records == 20
     assert sources.records_total == 30
+
+
+# -- splicing whole parts -----------------------------------------------------------------------------------------
+
+
+def test_whole_parts_are_spliced_into_files_without_reencoding(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)
+    snapshot = read_run(layout)
+    assert splices(merge_sources(snapshot), MergeOptions(max_rows_per_file=25))
+    merged = merge_snapshot(snapshot, MergeOptions(max_rows_per_file=25))
+    assert [(f.records, f.first_index) for f in merged.manifest.files] == [(20, 0), (10, 20)]
+    first = pq.ParquetFile(merged.directory / "part-00000.parquet")
+    assert first.metadata.num_row_groups == 2  # one per source part: the pages are the parts' own
+    assert first.metadata.num_rows == 20
+    table = table_of(merged.directory)
+    assert table.column(INDEX_COLUMN).to_pylist() == list(range(30))
+    assert table.column("a").to_pylist() == [f"r{i}" for i in range(30)]
+    source = pq.read_table(layout.output_part(0, 1, 0))
+    assert table.slice(0, 10).equals(source)  # column values and types exactly the part's
+    stats = first.metadata.row_group(1).column(1).statistics  # _dd_index of the second part
+    assert (stats.min, stats.max) == (10, 19)
+
+
+def test_a_part_whose_footer_schema_differs_falls_back_to_reencoding(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)
+    part = layout.output_part(1, 1, 0)
+    table = pq.read_table(part).replace_schema_metadata({"note": "written by another writer"})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    data = sink.getvalue().to_pybytes()
+    part.write_bytes(data)
+    manifest = read_record(layout.output_manifest(1, 1), MANIFEST_SCHEMA)
+    assert isinstance(manifest, RecordOk)
+    moved = manifest.payload.parts[0].model_copy(
+        update={"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    )
+    layout.output_manifest(1, 1).unlink()
+    write_record_once(
+        layout.output_manifest(1, 1), MANIFEST_SCHEMA, manifest.payload.model_copy(update={"parts": (moved,)})
+    )
+    merged = merge_snapshot(read_run(layout), MergeOptions())
+    assert pq.ParquetFile(merged.directory / "part-00000.parquet").metadata.num_row_groups == 1  # re-encoded
+    assert table_of(merged.directory).column(INDEX_COLUMN).to_pylist() == list(range(30))
+
+
+@pytest.mark.parametrize("page_index", [False, True])
+def test_the_footer_codec_round_trips_real_parquet_footers(page_index: bool) -> None:
+    table = pa.table(
+        {
+            "x": pa.array([1.5, None, 3.0]),
+            "flag": pa.array([True, False, None]),
+            "s": pa.array(["a", "b", None]).dictionary_encode(),
+            "n": pa.array([[1], [], None], type=pa.list_(pa.int64())),
+        }
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, write_page_index=page_index)
+    data = sink.getvalue().to_pybytes()
+    footer = footer_bytes(data)
+    assert encode_struct(decode_struct(footer)) == footer
+    with pytest.raises(ValueError, match="not framed"):
+        footer_bytes(data[:-1])
+
+
+def test_a_spliced_file_with_page_indexes_reads_back_equal(tmp_path: Path) -> None:
+    parts = []
+    for start in (0, 3):
+        table = pa.table({"v": pa.array(range(start, start + 3), type=pa.int64()), "s": pa.array(["p", "q", "r"])})
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, write_page_index=True)
+        parts.append((table, sink.getvalue().to_pybytes()))
+    writer = SpliceWriter(tmp_path, max_rows_per_file=100, modes=PRIVATE_MODES)
+    for number, (_, data) in enumerate(parts):
+        writer.add(data, decode_struct(footer_bytes(data)), rows=3, first_index=3 * number)
+    (file,) = writer.close()
+    spliced = pq.ParquetFile(tmp_path / file.path)
+    assert spliced.read().equals(pa.concat_tables([t for t, _ in parts]))
+    assert spliced.metadata.row_group(1).column(0).statistics.min == 3
+    assert (tmp_path / file.path).stat().st_size == file.bytes

@@ -13,9 +13,12 @@ from data_designer.slurm.runtime.merge._merge import (
     latest_merge,
     merge_snapshot,
     source_digest,
+    splices,
 )
 from data_designer.slurm.runtime.merge._parts import PartReader
 from data_designer.slurm.runtime.merge._sources import MergeSources, SourceSlice, merge_sources, unified_columns
+from data_designer.slurm.runtime.merge._splice import SpliceMismatch, SpliceWriter, footer_bytes
+from data_designer.slurm.runtime.merge._thrift import Struct, ThriftError, decode_struct, encode_struct
 from data_designer.slurm.runtime.merge._writer import (
     COMPRESSION,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -39,11 +42,19 @@ __all__ = [
     "Merged",
     "PartReader",
     "SourceSlice",
+    "SpliceMismatch",
+    "SpliceWriter",
+    "Struct",
+    "ThriftError",
+    "decode_struct",
+    "encode_struct",
+    "footer_bytes",
     "latest_merge",
     "merge_job_argv",
     "merge_numbers",
     "merge_snapshot",
     "merge_sources",
     "source_digest",
+    "splices",
     "unified_columns",
 ]

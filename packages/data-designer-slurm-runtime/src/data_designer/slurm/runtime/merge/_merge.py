@@ -25,16 +25,19 @@ from data_designer.slurm.contracts import __version__ as runtime_version
 from data_designer.slurm.contracts.records import (
     MERGE_MANIFEST_SCHEMA,
     PROVENANCE_COLUMNS,
+    MergeFile,
     MergeManifest,
     MergeSource,
 )
 from data_designer.slurm.planner import canonical_json
 from data_designer.slurm.runtime.merge._parts import PartReader
 from data_designer.slurm.runtime.merge._sources import NULL_TYPE, MergeSources, merge_sources
+from data_designer.slurm.runtime.merge._splice import SpliceMismatch, SpliceWriter
 from data_designer.slurm.runtime.merge._writer import DEFAULT_MAX_ROWS_PER_FILE, MergeWriter
 from data_designer.slurm.runtime.store import (
     MANIFEST,
     Clock,
+    FileModes,
     RecordOk,
     RunSnapshot,
     find_latest_merge,
@@ -99,18 +102,8 @@ def merge_snapshot(snapshot: RunSnapshot, options: MergeOptions, *, clock: Clock
     temp = parent / f".merge-{secrets.token_hex(6)}.tmp"
     make_directories(temp, modes, exclusive=True)
     reader = PartReader(snapshot.layout.run_dir, run_id=snapshot.run.run_id, plan_digest=snapshot.plan.digest)
-    writer: MergeWriter | None = None
     try:
-        writer = MergeWriter(
-            temp,
-            _arrow_schema(snapshot, sources),
-            max_rows_per_file=options.max_rows_per_file,
-            provenance=options.provenance,
-            modes=modes,
-        )
-        for item in sources.slices:
-            writer.write(reader.rows(item), item.take.start)
-        files = writer.close()
+        files = _write_files(temp, snapshot, sources, options, reader, modes)
         manifest = MergeManifest(
             run_id=snapshot.run.run_id,
             plan_digest=snapshot.plan.digest,
@@ -135,11 +128,61 @@ def merge_snapshot(snapshot: RunSnapshot, options: MergeOptions, *, clock: Clock
         _fsync(temp)
         final = _publish(temp, base, numbered=options.output is None)
     except BaseException:
-        if writer is not None:
-            writer.abort()
         shutil.rmtree(temp, ignore_errors=True)
         raise
     return Merged(manifest, final, "merged", reader.parts_read, reader.bytes_read)
+
+
+def splices(sources: MergeSources, options: MergeOptions) -> bool:
+    """Whether the merge can copy the parts' pages as they are: every part taken whole, in the unified schema, with
+    the provenance columns kept, none larger than a file may be."""
+    return options.provenance and all(
+        item.offset == 0
+        and item.take.records == item.part.records
+        and item.part.records <= options.max_rows_per_file
+        and item.manifest.columns == sources.columns
+        for item in sources.slices
+    )
+
+
+def _write_files(
+    temp: Path,
+    snapshot: RunSnapshot,
+    sources: MergeSources,
+    options: MergeOptions,
+    reader: PartReader,
+    modes: FileModes,
+) -> list[MergeFile]:
+    """The merge's files in ``temp``: spliced when :func:`splices` allows it, else decoded and re-encoded."""
+    if splices(sources, options):
+        splicer = SpliceWriter(temp, max_rows_per_file=options.max_rows_per_file, modes=modes)
+        try:
+            for item in sources.slices:
+                data, footer = reader.whole(item)
+                splicer.add(data, footer, rows=item.part.records, first_index=item.take.start)
+            return splicer.close()
+        except SpliceMismatch:
+            splicer.abort()
+            for leftover in temp.iterdir():  # the parts' schemas differ after all: encode them instead
+                leftover.unlink()
+            reader.parts_read = reader.bytes_read = 0
+        except BaseException:
+            splicer.abort()
+            raise
+    writer = MergeWriter(
+        temp,
+        _arrow_schema(snapshot, sources),
+        max_rows_per_file=options.max_rows_per_file,
+        provenance=options.provenance,
+        modes=modes,
+    )
+    try:
+        for item in sources.slices:
+            writer.write(reader.rows(item), item.take.start)
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def source_digest(sources: MergeSources, options: MergeOptions) -> str:

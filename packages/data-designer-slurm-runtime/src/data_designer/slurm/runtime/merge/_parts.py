@@ -21,10 +21,13 @@ from data_designer.slurm.contracts.records import (
     ATTEMPT_COLUMN,
     INDEX_COLUMN,
     PLAN_DIGEST_COLUMN,
+    PROVENANCE_COLUMNS,
     RUN_ID_COLUMN,
     SHARD_COLUMN,
 )
 from data_designer.slurm.runtime.merge._sources import SourceSlice
+from data_designer.slurm.runtime.merge._splice import footer_bytes
+from data_designer.slurm.runtime.merge._thrift import Struct, decode_struct
 
 pq: Any = importlib.import_module("pyarrow.parquet")
 pc: Any = importlib.import_module("pyarrow.compute")
@@ -48,6 +51,31 @@ class PartReader:
         if self._last is None or self._last[0] != source.path:
             self._last = (source.path, self._checked(source))
         return self._last[1].slice(source.offset, source.take.records)
+
+    def whole(self, source: SourceSlice) -> tuple[bytes, Struct]:
+        """The bytes and decoded footer of a part taken whole, after the same checks as :meth:`rows`, decoding only
+        the provenance columns (the data pages are covered by the sha256): what the splicing merge copies."""
+        data = self._bytes(source, self.run_dir / source.path)
+        if hashlib.sha256(data).hexdigest() != source.part.sha256:
+            raise _bad(source, "its sha256 is not the manifest's (the bytes changed after they were published)")
+        try:
+            footer = decode_struct(footer_bytes(data))
+            parquet = pq.ParquetFile(pa.BufferReader(data))
+            rows = parquet.metadata.num_rows
+            schema = parquet.schema_arrow
+            provenance = parquet.read(columns=list(PROVENANCE_COLUMNS), use_threads=False)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _bad(source, f"it is not readable Parquet ({exc})") from exc
+        if rows != source.part.records:
+            raise _bad(source, f"it holds {rows} rows, its manifest says {source.part.records}")
+        found = [(field.name, str(field.type)) for field in schema]
+        expected = [(column.name, column.type) for column in source.manifest.columns]
+        if found != expected:
+            raise _bad(source, f"its columns are {found}, its manifest says {expected}")
+        self._provenance(source, provenance)
+        self.parts_read += 1
+        self.bytes_read += len(data)
+        return data, footer
 
     def _checked(self, source: SourceSlice) -> pa.Table:
         path = self.run_dir / source.path
