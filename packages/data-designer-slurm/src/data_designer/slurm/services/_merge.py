@@ -15,7 +15,7 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import CheckFailedError, MergeResult
 from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime.merge import DEFAULT_MAX_ROWS_PER_FILE, Merged, MergeOptions, merge_snapshot
+from data_designer.slurm.runtime.merge import DEFAULT_MAX_ROWS_PER_FILE, Merged, MergeOptions, merge_run_dir
 from data_designer.slurm.runtime.status import Rules
 from data_designer.slurm.runtime.store import Clock, RunLayout, RunSnapshot, read_run, system_clock
 from data_designer.slurm.services._merge_job import submit_merge_job
@@ -49,7 +49,6 @@ def merge_run(
     Slurm is asked (once) only to name the states of shards that are not succeeded.
     """
     layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
-    snapshot = read_run(layout, clock=clock)
     options = MergeOptions(
         output=Path(output).expanduser().absolute() if output is not None else None,
         allow_partial=allow_partial,
@@ -57,14 +56,20 @@ def merge_run(
         provenance=not drop_provenance,
     )
     started = time.monotonic()
-    if not allow_partial and any(shard.missing for shard in snapshot.shards):
-        scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
-        raise _not_succeeded(layout, snapshot, scheduler, clock, rules)
+
+    def refuse_incomplete(snapshot: RunSnapshot) -> None:
+        if not allow_partial and any(shard.missing for shard in snapshot.shards):
+            scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+            raise _not_succeeded(layout, snapshot, scheduler, clock, rules)
+
     if as_job:
+        snapshot = read_run(layout, clock=clock)
+        refuse_incomplete(snapshot)
         return submit_merge_job(
             snapshot, options, profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock
         )
-    merged = merge_snapshot(snapshot, options, clock=clock)
+    # read, checked and let go before the files are written (the merge's memory does not grow with the run)
+    merged = merge_run_dir(layout, options, clock=clock, check=refuse_incomplete)
     return result_of(layout, merged, seconds=time.monotonic() - started)
 
 

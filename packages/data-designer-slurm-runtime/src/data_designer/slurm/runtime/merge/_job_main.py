@@ -1,7 +1,7 @@
 """``python -m data_designer.slurm.runtime.merge --run-dir DIR``: the merge job's process (``merge --as-job``).
 
 The same merge as ``merge`` in the foreground: the run read once (``store.read_run``), then
-:func:`merge_snapshot`. It prints one JSON line (where the merge is, its records) and exits 0 when it merged or
+:func:`merge_run_dir`. It prints one JSON line (where the merge is, its records) and exits 0 when it merged or
 found the same evidence merged; 6 when the merge was refused (``CheckFailedError``: records missing without
 ``--allow-partial``, a part failing its manifest, schema drift; the message on stderr, where Slurm's
 ``slurm-<job name>.err`` keeps it for ``status``); 1 on anything else. It imports nothing above the runtime.
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from data_designer.slurm.contracts import CheckFailedError, SlurmExtensionError
-from data_designer.slurm.runtime.merge._merge import MergeOptions, merge_snapshot
+from data_designer.slurm.runtime.merge._merge import MergeOptions, merge_run_dir
 from data_designer.slurm.runtime.merge._writer import DEFAULT_MAX_ROWS_PER_FILE
-from data_designer.slurm.runtime.store import RunLayout, read_run
+from data_designer.slurm.runtime.store import RunLayout
 
 MERGE_MODULE = "data_designer.slurm.runtime.merge"
 EXIT_MERGED = 0
@@ -57,14 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     try:
         layout = RunLayout.of(run_dir.parent.parent, run_dir.name)
-        snapshot = read_run(layout)
         options = MergeOptions(
             output=args.output.absolute() if args.output is not None else None,
             allow_partial=args.allow_partial,
             max_rows_per_file=args.max_rows_per_file,
             provenance=not args.drop_provenance,
         )
-        merged = merge_snapshot(snapshot, options)
+        merged = merge_run_dir(layout, options)
     except CheckFailedError as exc:
         print(f"merge refused: {exc.info.message}", file=sys.stderr)
         return EXIT_REFUSED

@@ -14,6 +14,7 @@ import importlib
 import os
 import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -39,12 +40,14 @@ from data_designer.slurm.runtime.store import (
     Clock,
     FileModes,
     RecordOk,
+    RunLayout,
     RunSnapshot,
     find_latest_merge,
     make_directories,
     merge_numbers,
     modes_of_directory,
     read_record,
+    read_run,
     system_clock,
     write_record_once,
 )
@@ -71,42 +74,74 @@ class Merged:
     bytes_read: int
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What a merge needs of its run besides the sources (the snapshot itself can then be let go)."""
+
+    layout: RunLayout
+    run_id: str
+    plan_digest: str
+
+
 def merge_snapshot(snapshot: RunSnapshot, options: MergeOptions, *, clock: Clock = system_clock) -> Merged:
     """Merge what the snapshot's valid manifests cover. Refuses (CheckFailedError, exit 6) missing records unless
     ``allow_partial``, and any part that fails its manifest; the caller says which shards are in which state."""
+    run = _Run(snapshot.layout, snapshot.run.run_id, snapshot.plan.digest)
+    return _merge(run, merge_sources(snapshot), options, clock)
+
+
+def merge_run_dir(
+    layout: RunLayout,
+    options: MergeOptions,
+    *,
+    clock: Clock = system_clock,
+    check: Callable[[RunSnapshot], None] | None = None,
+) -> Merged:
+    """Read the run (``store.read_run``), let ``check`` refuse it, and merge it as :func:`merge_snapshot` does,
+    holding only the sources while the files are written: the snapshot's records are released first, so the
+    merge's memory does not grow with what the run's reader keeps of every shard."""
+    snapshot = read_run(layout, clock=clock)
+    if check is not None:
+        check(snapshot)
+    run = _Run(snapshot.layout, snapshot.run.run_id, snapshot.plan.digest)
     sources = merge_sources(snapshot)
+    del snapshot
+    return _merge(run, sources, options, clock)
+
+
+def _merge(run: _Run, sources: MergeSources, options: MergeOptions, clock: Clock) -> Merged:
     if sources.missing and not options.allow_partial:
         raise CheckFailedError(
-            f"run {snapshot.run.run_id} is missing records of shard(s) {_list(sources.missing_shards)}",
+            f"run {run.run_id} is missing records of shard(s) {_list(sources.missing_shards)}",
             code="run_incomplete",
             operation=_OPERATION,
             hint="retry them ('data-designer slurm retry RUN'), or merge what exists with --allow-partial",
         )
     if not sources.slices:
         raise CheckFailedError(
-            f"run {snapshot.run.run_id} has no published record to merge",
+            f"run {run.run_id} has no published record to merge",
             code="nothing_to_merge",
             operation=_OPERATION,
             hint="'data-designer slurm status RUN' shows why no shard published anything",
         )
     digest = source_digest(sources, options)
-    base = snapshot.layout.merge_dir if options.output is None else options.output
+    base = run.layout.merge_dir if options.output is None else options.output
     reused = _existing(base, digest, numbered=options.output is None)
     if reused is not None:
         return Merged(reused[1], reused[0], "reused", 0, 0)
     parent = base if options.output is None else base.parent
-    modes = modes_of_directory(snapshot.layout.run_dir)
+    modes = modes_of_directory(run.layout.run_dir)
     make_directories(parent, modes)
     if options.output is not None:
         _check_output(options.output)
     temp = parent / f".merge-{secrets.token_hex(6)}.tmp"
     make_directories(temp, modes, exclusive=True)
-    reader = PartReader(snapshot.layout.run_dir, run_id=snapshot.run.run_id, plan_digest=snapshot.plan.digest)
+    reader = PartReader(run.layout.run_dir, run_id=run.run_id, plan_digest=run.plan_digest)
     try:
-        files = _write_files(temp, snapshot, sources, options, reader, modes)
+        files = _write_files(temp, run.layout, sources, options, reader, modes)
         manifest = MergeManifest(
-            run_id=snapshot.run.run_id,
-            plan_digest=snapshot.plan.digest,
+            run_id=run.run_id,
+            plan_digest=run.plan_digest,
             source_digest=digest,
             complete=not sources.missing,
             records=sources.records,
@@ -140,14 +175,14 @@ def splices(sources: MergeSources, options: MergeOptions) -> bool:
         item.offset == 0
         and item.take.records == item.part.records
         and item.part.records <= options.max_rows_per_file
-        and item.manifest.columns == sources.columns
+        and item.columns == sources.columns
         for item in sources.slices
     )
 
 
 def _write_files(
     temp: Path,
-    snapshot: RunSnapshot,
+    layout: RunLayout,
     sources: MergeSources,
     options: MergeOptions,
     reader: PartReader,
@@ -171,7 +206,7 @@ def _write_files(
             raise
     writer = MergeWriter(
         temp,
-        _arrow_schema(snapshot, sources),
+        _arrow_schema(layout, sources),
         max_rows_per_file=options.max_rows_per_file,
         provenance=options.provenance,
         modes=modes,
@@ -255,7 +290,7 @@ def _publish(temp: Path, base: Path, *, numbered: bool) -> Path:
     raise ConflictError(f"no free merge number under {str(base)!r}", code="merge_numbers_exhausted", file=str(base))
 
 
-def _arrow_schema(snapshot: RunSnapshot, sources: MergeSources) -> pa.Schema:
+def _arrow_schema(layout: RunLayout, sources: MergeSources) -> pa.Schema:
     """The unified schema with Arrow types, read from the footers of one part per contributing attempt."""
     wanted = {column.name: column.type for column in sources.columns}
     types: dict[str, pa.DataType] = {}
@@ -265,7 +300,7 @@ def _arrow_schema(snapshot: RunSnapshot, sources: MergeSources) -> pa.Schema:
             continue
         seen.add((item.shard, item.attempt))
         try:
-            schema = pq.read_schema(snapshot.layout.run_dir / item.path)
+            schema = pq.read_schema(layout.run_dir / item.path)
         except (pa.ArrowException, OSError) as exc:
             raise CheckFailedError(
                 f"shard {item.shard} attempt {item.attempt}: part {item.path} cannot be merged: {exc}",

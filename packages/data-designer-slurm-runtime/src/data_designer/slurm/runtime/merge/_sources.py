@@ -34,7 +34,8 @@ class SourceSlice:
     path: str
     """The part, relative to the run directory."""
     take: IndexRange
-    manifest: OutputManifest
+    columns: tuple[ColumnType, ...]
+    """Its attempt's columns (the manifest's): what the part's schema must be."""
 
     @property
     def offset(self) -> int:
@@ -85,7 +86,7 @@ def merge_sources(snapshot: RunSnapshot) -> MergeSources:
                                 part=part,
                                 path=f"{prefix}/{part.path}",
                                 take=IndexRange(start, stop),
-                                manifest=attempt.manifest,
+                                columns=attempt.manifest.columns,
                             )
                         )
     slices.sort(key=lambda item: item.take.start)

@@ -17,7 +17,7 @@ import struct
 from pathlib import Path
 
 from data_designer.slurm.contracts.records import MergeFile
-from data_designer.slurm.runtime.merge._thrift import LIST, STRUCT, Struct, ThriftList, encode_struct
+from data_designer.slurm.runtime.merge._thrift import LIST, STRUCT, Raw, Spec, Struct, ThriftList, encode_struct
 from data_designer.slurm.runtime.merge._writer import PART_NAME, HashingSink
 from data_designer.slurm.runtime.store import FileModes
 
@@ -27,6 +27,20 @@ _RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
 _CC_FILE_OFFSET, _CC_META, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX = 2, 3, 4, 6
 _META_OFFSETS = (9, 10, 11, 14)
 """ColumnMetaData: data_page_offset, index_page_offset, dictionary_page_offset, bloom_filter_offset."""
+FOOTER_SPEC: Spec = {
+    _ROW_GROUPS: {
+        _RG_COLUMNS: {
+            _CC_FILE_OFFSET: None,
+            _CC_OFFSET_INDEX: None,
+            _CC_COLUMN_INDEX: None,
+            _CC_META: dict.fromkeys(_META_OFFSETS),
+        },
+        _RG_FILE_OFFSET: None,
+        _RG_ORDINAL: None,
+    }
+}
+"""What a spliced part's footer is decoded into (:func:`~._thrift.decode_partial`): the row groups' offsets and
+ordinals; the schema, statistics and metadata stay raw bytes, copied as they are."""
 
 
 class SpliceMismatch(Exception):
@@ -54,7 +68,8 @@ class SpliceWriter:
         self._sink: HashingSink | None = None
         self._template: Struct | None = None
         self._schema_key: tuple[bytes, bytes] | None = None
-        self._row_groups: list[object] = []
+        self._row_groups: list[bytes] = []
+        """Each row group already shifted, renumbered and encoded: the footer's memory is its bytes."""
         self._rows = 0
         self._first = 0
 
@@ -75,7 +90,10 @@ class SpliceWriter:
             raise SpliceMismatch("a part without row groups")
         for group in groups.values:
             assert isinstance(group, Struct)
-            self._row_groups.append(_shifted(group, delta))
+            moved = _shifted(group, delta)
+            if moved.get(_RG_ORDINAL) is not None:
+                moved.set(_RG_ORDINAL, len(self._row_groups))
+            self._row_groups.append(encode_struct(moved))
         self._sink.write(region)
         self._rows += rows
 
@@ -99,13 +117,9 @@ class SpliceWriter:
     def _close_file(self) -> None:
         if self._sink is None or self._template is None:
             return
-        for ordinal, group in enumerate(self._row_groups):
-            assert isinstance(group, Struct)
-            if group.get(_RG_ORDINAL) is not None:
-                group.set(_RG_ORDINAL, ordinal)
         meta = Struct(list(self._template.fields))
         meta.set(_NUM_ROWS, self._rows)
-        meta.set(_ROW_GROUPS, ThriftList(STRUCT, self._row_groups, LIST))
+        meta.set(_ROW_GROUPS, Raw(_list_header(len(self._row_groups), STRUCT) + b"".join(self._row_groups)))
         encoded = encode_struct(meta)
         self._sink.write(encoded + struct.pack("<I", len(encoded)) + MAGIC)
         self._sink.close()
@@ -122,14 +136,29 @@ class SpliceWriter:
         self._template = None
 
 
+def _list_header(size: int, element: int) -> bytes:
+    """A compact-protocol list header (what the encoder writes before a list's elements)."""
+    if size < 15:
+        return bytes([(size << 4) | element])
+    out = bytearray([0xF0 | element])
+    while size >= 0x80:
+        out.append((size & 0x7F) | 0x80)
+        size >>= 7
+    out.append(size)
+    return bytes(out)
+
+
 def _schema_key(footer: Struct) -> tuple[bytes, bytes]:
     """What parts sharing one footer must agree on: the Parquet schema and the key/value metadata (Arrow's)."""
-    schema = footer.get(_SCHEMA)
-    metadata = footer.get(_KEY_VALUE)
-    return (
-        encode_struct(Struct([(1, LIST, schema)])) if schema is not None else b"",
-        encode_struct(Struct([(1, LIST, metadata)])) if metadata is not None else b"",
-    )
+    return tuple(_encoded(footer.get(fid)) for fid in (_SCHEMA, _KEY_VALUE))  # type: ignore[return-value]
+
+
+def _encoded(value: object) -> bytes:
+    if value is None:
+        return b""
+    if isinstance(value, Raw):
+        return value.data
+    return encode_struct(Struct([(1, LIST, value)]))
 
 
 def _shifted(group: Struct, delta: int) -> Struct:
