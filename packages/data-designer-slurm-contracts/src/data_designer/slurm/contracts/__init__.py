@@ -87,7 +87,7 @@ from data_designer.slurm.contracts._logs import (
     LogStep,
     RunLogs,
 )
-from data_designer.slurm.contracts._merge import MergeOutcome, MergeResult
+from data_designer.slurm.contracts._merge import DEFAULT_MAX_ROWS_PER_FILE, MergeOutcome, MergeResult
 from data_designer.slurm.contracts._plan import (
     PLAN_SCHEMA_VERSION,
     AllocationPlan,
@@ -198,6 +198,7 @@ __all__ = [
     "BENCHMARK_PLAN_SCHEMA_VERSION",
     "BENCHMARK_SCHEMA_VERSION",
     "COMMAND_PLACEHOLDERS",
+    "DEFAULT_MAX_ROWS_PER_FILE",
     "DEFAULT_RUNS_SHOWN",
     "DRY_RUN_ID",
     "ENDPOINT_SCHEMES",

@@ -9,6 +9,9 @@ from pydantic import BaseModel, Field, NonNegativeFloat, NonNegativeInt, Positiv
 from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts._types import FROZEN
 
+DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
+"""Rows per merged Parquet file unless ``--max-rows-per-file`` says otherwise."""
+
 MergeOutcome = Literal["merged", "reused", "submitted"]
 """``merged``: this call wrote the files and manifest; ``reused``: a merge of the same evidence already existed;
 ``submitted``: ``--as-job`` submitted the merge as a CPU job (``job_id``), which writes them."""

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from data_designer.slurm.contracts import CheckFailedError, InvalidInputError, UnavailableError
 from data_designer.slurm.contracts.records import PROVENANCE_COLUMNS, MergeFile, MergeManifest
-from data_designer.slurm.runtime.merge import PartReader, latest_merge, merge_sources
-from data_designer.slurm.runtime.store import RunLayout, read_run, read_run_record
+from data_designer.slurm.runtime.store import RunLayout, find_latest_merge, read_run, read_run_record
 from data_designer.slurm.services._runs import locate_run
 
 if TYPE_CHECKING:
@@ -52,7 +51,8 @@ def load_dataset(
     """
     layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
     record = read_run_record(layout)  # NotFoundError (exit 3) for a run that is not there
-    latest = latest_merge(layout.merge_dir)
+    found = find_latest_merge(layout.merge_dir)
+    latest = None if found is None else (found.directory, found.manifest)
     if latest is None:
         table = _from_parts(layout, allow_partial=allow_partial)
     elif latest[1].run_id != record.run_id or latest[1].plan_digest != record.plan_digest:
@@ -123,6 +123,8 @@ def _from_parts(layout: RunLayout, *, allow_partial: bool) -> pa.Table:
     import pyarrow as pa
 
     snapshot = read_run(layout)
+    from data_designer.slurm.runtime.merge import PartReader, merge_sources  # pyarrow: only when it reads
+
     sources = merge_sources(snapshot)  # schema drift: CheckFailedError (exit 6) naming column and shards
     if sources.missing and not allow_partial:
         raise _incomplete(

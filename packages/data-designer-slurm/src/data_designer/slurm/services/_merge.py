@@ -12,15 +12,18 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from data_designer.slurm.contracts import CheckFailedError, MergeResult
+from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE, CheckFailedError, MergeResult
 from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime.merge import DEFAULT_MAX_ROWS_PER_FILE, Merged, MergeOptions, merge_run_dir
 from data_designer.slurm.runtime.status import Rules
 from data_designer.slurm.runtime.store import Clock, RunLayout, RunSnapshot, read_run, system_clock
 from data_designer.slurm.services._merge_job import submit_merge_job
 from data_designer.slurm.services._runs import locate_run
 from data_designer.slurm.services._status import status_of
+
+if TYPE_CHECKING:  # runtime.merge loads pyarrow: imported when a merge runs, not with the services
+    from data_designer.slurm.runtime.merge import Merged
 
 _OPERATION = "merge"
 _SHOWN = 10
@@ -48,6 +51,8 @@ def merge_run(
     schema drift between shards exit 6 (nothing is written under a final name); a non-empty ``output`` exit 4.
     Slurm is asked (once) only to name the states of shards that are not succeeded.
     """
+    from data_designer.slurm.runtime.merge import MergeOptions, merge_run_dir
+
     layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
     options = MergeOptions(
         output=Path(output).expanduser().absolute() if output is not None else None,

@@ -10,15 +10,15 @@ A lost ``sbatch`` reply is repaired by submitting again: the job is found by its
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from data_designer.slurm.contracts import ClusterProfile, InvalidInputError, MergeResult
 from data_designer.slurm.contracts.records import MERGE_JOB_SCHEMA, MergeJobRecord
 from data_designer.slurm.planner import slurm_path_problems
 from data_designer.slurm.runtime import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.jobs import CpuJob, command_script, compute_launcher, cpu_job_runner, submit_cpu_job
-from data_designer.slurm.runtime.merge import MergeOptions, merge_job_argv
 from data_designer.slurm.runtime.status import SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
@@ -31,6 +31,9 @@ from data_designer.slurm.runtime.store import (
 )
 from data_designer.slurm.services._execute import JOB_NAME_PREFIX
 from data_designer.slurm.services._profile import load_profile_file, select_cluster
+
+if TYPE_CHECKING:  # runtime.merge loads pyarrow: not with the services
+    from data_designer.slurm.runtime.merge import MergeOptions
 
 _OPERATION = "merge"
 
@@ -64,7 +67,7 @@ def submit_merge_job(
     job = CpuJob(
         job_name=name,
         script=command_script(
-            merge_job_argv(launcher, run_dir, options), title=f"data-designer-slurm merge of run {layout.run_id}"
+            _merge_job_argv(launcher, run_dir, options), title=f"data-designer-slurm merge of run {layout.run_id}"
         ),
         workdir=run_dir,
         time_limit=cluster_profile.default_time_limit,
@@ -112,3 +115,9 @@ def _launcher(cluster: ClusterProfile, file: str) -> tuple[str, ...]:
             hint="merge in the foreground (without --as-job), or name compute_python.interpreter",
         )
     return launcher
+
+
+def _merge_job_argv(launcher: Sequence[str], run_dir: str, options: MergeOptions) -> tuple[str, ...]:
+    from data_designer.slurm.runtime.merge import merge_job_argv
+
+    return merge_job_argv(launcher, run_dir, options)

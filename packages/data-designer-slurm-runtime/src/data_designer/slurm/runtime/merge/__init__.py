@@ -6,6 +6,7 @@ global index order into Parquet files with bounded memory, writes the merge mani
 directory atomically. See ``docs/architecture/run-directory.md`` ("Merges").
 """
 
+from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE
 from data_designer.slurm.runtime.merge._job_main import MERGE_MODULE, merge_job_argv
 from data_designer.slurm.runtime.merge._merge import (
     Merged,
@@ -22,7 +23,6 @@ from data_designer.slurm.runtime.merge._splice import SpliceMismatch, SpliceWrit
 from data_designer.slurm.runtime.merge._thrift import Struct, ThriftError, decode_struct, encode_struct
 from data_designer.slurm.runtime.merge._writer import (
     COMPRESSION,
-    DEFAULT_MAX_ROWS_PER_FILE,
     ROW_GROUP_BYTES,
     ROW_GROUP_ROWS,
     HashingSink,

@@ -15,9 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from data_designer.slurm.contracts import CheckFailedError, SlurmExtensionError
+from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE, CheckFailedError, SlurmExtensionError
 from data_designer.slurm.runtime.merge._merge import MergeOptions, merge_run_dir
-from data_designer.slurm.runtime.merge._writer import DEFAULT_MAX_ROWS_PER_FILE
 from data_designer.slurm.runtime.store import RunLayout
 
 MERGE_MODULE = "data_designer.slurm.runtime.merge"

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from data_designer.slurm.contracts import CheckFailedError, ConflictError
+from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE, CheckFailedError, ConflictError
 from data_designer.slurm.contracts import __version__ as runtime_version
 from data_designer.slurm.contracts.records import (
     MERGE_MANIFEST_SCHEMA,
@@ -34,7 +34,7 @@ from data_designer.slurm.planner import canonical_json
 from data_designer.slurm.runtime.merge._parts import PartReader
 from data_designer.slurm.runtime.merge._sources import NULL_TYPE, MergeSources, merge_sources
 from data_designer.slurm.runtime.merge._splice import SpliceMismatch, SpliceWriter
-from data_designer.slurm.runtime.merge._writer import DEFAULT_MAX_ROWS_PER_FILE, MergeWriter
+from data_designer.slurm.runtime.merge._writer import MergeWriter
 from data_designer.slurm.runtime.store import (
     MANIFEST,
     Clock,

@@ -34,7 +34,6 @@ ROW_GROUP_ROWS = 65_536
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 """A row group is written once either bound is reached: a merge holds two (one filling, one being encoded) and
 one part in memory."""
-DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
 COMPRESSION = "zstd"
 PART_NAME = "part-{:05d}.parquet"
 
