@@ -33,9 +33,8 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
-import pyarrow as pa
 from pydantic import BaseModel
 
 from data_designer.slurm.contracts import (
@@ -133,9 +132,10 @@ from data_designer.slurm.runtime.supervisor._replicas import LOOPBACK, bind_host
 from data_designer.slurm.runtime.testing._fake_state import Behaviour, FakeCluster, FakeJob, FakeTask
 from data_designer.slurm.runtime.testing._plans import writer_run
 
+if TYPE_CHECKING:  # pyarrow is imported by the functions that write real Parquet parts, not with this module
+    import pyarrow as pa
+
 M = TypeVar("M", bound=BaseModel)
-pq: Any = importlib.import_module("pyarrow.parquet")  # untyped
-pc: Any = importlib.import_module("pyarrow.compute")  # untyped
 
 ShardOutcome = Literal["succeeded", "running", "pending", "partial", "failed_server", "cancelled", "no_attempt"]
 """What a shard's first attempt left: ``succeeded`` (everything a finished shard leaves), ``running`` (live
@@ -764,6 +764,9 @@ def parquet_part(
     With ``text_bytes`` each value is ``"r<global index> "`` followed by about that many bytes of words drawn from
     :data:`TEXT_WORDS` by frequency (rank ``r`` weighs ``1/r``, as in prose), seeded by ``rows.start``: the same
     range gives the same bytes, and the text compresses about as generated prose does."""
+    import pyarrow as pa
+
+    pq: Any = importlib.import_module("pyarrow.parquet")  # untyped
     count = rows.records
     labels = pa.array([f"r{index}" for index in range(rows.start, rows.stop)], type=pa.string())
     table = pa.table(
@@ -799,6 +802,9 @@ TEXT_WORDS: tuple[str, ...] = tuple(
 
 def _with_text(labels: pa.Array, seed: int, text_bytes: int) -> pa.Array:
     """``"<label> <words>"`` for each label, about ``text_bytes`` bytes of words each, reproducible from ``seed``."""
+    import pyarrow as pa
+
+    pc: Any = importlib.import_module("pyarrow.compute")  # untyped
     numpy = importlib.import_module("numpy")
     words = max(1, text_bytes // 5)  # the words average about 4 letters and a space
     weights = 1.0 / numpy.arange(1, len(TEXT_WORDS) + 1)
