@@ -56,9 +56,7 @@ class PartReader:
     def whole(self, source: SourceSlice) -> tuple[bytes, Struct]:
         """The bytes and decoded footer of a part taken whole, after the same checks as :meth:`rows`, decoding only
         the provenance columns (the data pages are covered by the sha256): what the splicing merge copies."""
-        data = self._bytes(source, self.run_dir / source.path)
-        if hashlib.sha256(data).hexdigest() != source.part.sha256:
-            raise _bad(source, "its sha256 is not the manifest's (the bytes changed after they were published)")
+        data = self._verified_bytes(source)
         try:
             footer = decode_partial(footer_bytes(data), FOOTER_SPEC, known=self._known)
             self._known = {fid: value.data for fid, _, value in footer.fields if isinstance(value, Raw)}
@@ -68,39 +66,36 @@ class PartReader:
             index = parquet.read(columns=[INDEX_COLUMN], use_threads=False)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _bad(source, f"it is not readable Parquet ({exc})") from exc
-        if rows != source.part.records:
-            raise _bad(source, f"it holds {rows} rows, its manifest says {source.part.records}")
-        found = [(field.name, str(field.type)) for field in schema]
-        expected = [(column.name, column.type) for column in source.columns]
-        if found != expected:
-            raise _bad(source, f"its columns are {found}, its manifest says {expected}")
+        _check_shape(source, rows, schema)
         self._index(source, index)
-        self._constant_columns(source, parquet, rows)
-        self.parts_read += 1
-        self.bytes_read += len(data)
+        self._constant_columns(source, parquet)
+        self._count(data)
         return data, footer
 
     def _checked(self, source: SourceSlice) -> pa.Table:
-        path = self.run_dir / source.path
-        data = self._bytes(source, path)
-        if hashlib.sha256(data).hexdigest() != source.part.sha256:
-            raise _bad(source, "its sha256 is not the manifest's (the bytes changed after they were published)")
+        data = self._verified_bytes(source)
         try:
             # ParquetFile, not read_table: no dataset machinery (nor its pandas import) for one in-memory file; one
             # thread, since the merge's writer encodes the previous row group on the other core meanwhile.
             table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
         except (pa.ArrowException, OSError) as exc:
             raise _bad(source, f"it is not readable Parquet ({exc})") from exc
-        if table.num_rows != source.part.records:
-            raise _bad(source, f"it holds {table.num_rows} rows, its manifest says {source.part.records}")
-        found = [(field.name, str(field.type)) for field in table.schema]
-        expected = [(column.name, column.type) for column in source.columns]
-        if found != expected:
-            raise _bad(source, f"its columns are {found}, its manifest says {expected}")
-        self._provenance(source, table)
+        _check_shape(source, table.num_rows, table.schema)
+        self._index(source, table)
+        for column, value in self._constants(source):
+            _check_constant(source, column, table.column(column), value)
+        self._count(data)
+        return table
+
+    def _verified_bytes(self, source: SourceSlice) -> bytes:
+        data = self._bytes(source, self.run_dir / source.path)
+        if hashlib.sha256(data).hexdigest() != source.part.sha256:
+            raise _bad(source, "its sha256 is not the manifest's (the bytes changed after they were published)")
+        return data
+
+    def _count(self, data: bytes) -> None:
         self.parts_read += 1
         self.bytes_read += len(data)
-        return table
 
     def _bytes(self, source: SourceSlice, path: Path) -> bytes:
         try:
@@ -128,7 +123,7 @@ class PartReader:
             raise _bad(source, f"it has {len(data)} bytes, its manifest says {source.part.bytes}")
         return data
 
-    def _constant_columns(self, source: SourceSlice, parquet: Any, rows: int) -> None:
+    def _constant_columns(self, source: SourceSlice, parquet: Any) -> None:
         """Run, plan, shard and attempt of every row, from the column statistics (no null, min = max = the
         expected value, over all row groups); a column without statistics is decoded and compared instead."""
         meta = parquet.metadata
@@ -144,9 +139,7 @@ class PartReader:
                 if stats.max != value:
                     raise _bad(source, f"its {column} is not {value!r} in every row")
             if not proven:
-                values = parquet.read(columns=[column], use_threads=False).column(column)
-                if values.null_count or not pc.all(pc.equal(values, value)).as_py():
-                    raise _bad(source, f"its {column} is not {value!r} in every row")
+                _check_constant(source, column, parquet.read(columns=[column], use_threads=False).column(column), value)
 
     def _constants(self, source: SourceSlice) -> tuple[tuple[str, object], ...]:
         return (
@@ -169,17 +162,20 @@ class PartReader:
         ):
             raise _bad(source, f"its {INDEX_COLUMN} is not {first}..{first + source.part.records - 1} in order")
 
-    def _provenance(self, source: SourceSlice, table: pa.Table) -> None:
-        self._index(source, table)
-        for column, value in (
-            (RUN_ID_COLUMN, self.run_id),
-            (PLAN_DIGEST_COLUMN, self.plan_digest),
-            (SHARD_COLUMN, source.shard),
-            (ATTEMPT_COLUMN, source.attempt),
-        ):
-            values = table.column(column)
-            if values.null_count or not pc.all(pc.equal(values, value)).as_py():
-                raise _bad(source, f"its {column} is not {value!r} in every row")
+
+def _check_shape(source: SourceSlice, rows: int, schema: pa.Schema) -> None:
+    """The part's row count and columns (names and Arrow types) are its manifest's."""
+    if rows != source.part.records:
+        raise _bad(source, f"it holds {rows} rows, its manifest says {source.part.records}")
+    found = [(field.name, str(field.type)) for field in schema]
+    expected = [(column.name, column.type) for column in source.columns]
+    if found != expected:
+        raise _bad(source, f"its columns are {found}, its manifest says {expected}")
+
+
+def _check_constant(source: SourceSlice, column: str, values: pa.ChunkedArray, value: object) -> None:
+    if values.null_count or not pc.all(pc.equal(values, value)).as_py():
+        raise _bad(source, f"its {column} is not {value!r} in every row")
 
 
 def _int64s(values: pa.Array) -> Any:
