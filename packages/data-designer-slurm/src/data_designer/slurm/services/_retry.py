@@ -127,7 +127,7 @@ def retry_run(
         selection = _select(snapshot, status, requested, held, force, done.handled)
         result = _base_result(layout, snapshot, selection, dry_run, done, counting)
         if dry_run or not selection.shards:
-            return result.model_copy(update={"stopped": tuple(selection.live_tasks)})
+            return result.model_copy(update={"stopped": _task_names(selection.live_tasks)})
         passed = passed_environment(
             snapshot.plan, submitting, run_file=snapshot.run.run_file, profile_file=snapshot.run.profile_file
         )
@@ -186,7 +186,8 @@ class _Done:
 class _Selection:
     shards: list[RetryShardResult]
     skipped: dict[str, str]
-    live_tasks: list[str]
+    live_tasks: list[tuple[str, int]]
+    """(job id, array index) of old tasks Slurm still runs for stale or inconsistent shards."""
     forced: bool
 
 
@@ -229,7 +230,7 @@ def _select(
     skipped: dict[str, str] = {}
     refused: list[str] = []
     invalid: list[int] = []
-    live_tasks: list[str] = []
+    live_tasks: list[tuple[str, int]] = []
     for number in candidates:
         if number in handled:
             continue
@@ -248,7 +249,7 @@ def _select(
             skipped[str(number)] = "ended invalid_config: the same snapshot would fail the same way (--force)"
             continue
         if shard.state in _LIVE_TASK and shard.job_id is not None and shard.array_task is not None:
-            live_tasks.append(f"{shard.job_id}_{shard.array_task}")
+            live_tasks.append((shard.job_id, shard.array_task))
         chosen.append(
             RetryShardResult(
                 shard=number,
@@ -412,16 +413,19 @@ def _submit(
     return jobs, result.sbatch_calls, result.recovered
 
 
-def _stop_live_tasks(scheduler: SlurmScheduler, tasks: Sequence[str]) -> tuple[str, ...]:
+def _stop_live_tasks(scheduler: SlurmScheduler, tasks: Sequence[tuple[str, int]]) -> tuple[str, ...]:
     """Cancel the old tasks Slurm still runs for stale or inconsistent shards, so two attempts never run at once."""
     if not tasks:
         return ()
     by_job: dict[str, list[int]] = {}
-    for task in tasks:
-        job, _, index = task.partition("_")
-        by_job.setdefault(job, []).append(int(index))
+    for job, index in tasks:
+        by_job.setdefault(job, []).append(index)
     scheduler.cancel([], array_indices=by_job)
-    return tuple(tasks)
+    return _task_names(tasks)
+
+
+def _task_names(tasks: Sequence[tuple[str, int]]) -> tuple[str, ...]:
+    return tuple(f"{job}_{index}" for job, index in tasks)
 
 
 def _base_result(
