@@ -14,6 +14,8 @@ class CountingRunner:
     def __init__(self, inner: CommandRunner) -> None:
         self.inner = inner
         self.calls = 0
+        self.commands: dict[str, int] = {}
+        """Calls per command name (``sbatch``, ``squeue``, ``sacct``, ...)."""
         self._lock = threading.Lock()  # squeue and sacct of one observation run on two threads
 
     @property
@@ -31,4 +33,6 @@ class CountingRunner:
     ) -> CommandResult:
         with self._lock:
             self.calls += 1
+            name = argv[0] if argv else ""
+            self.commands[name] = self.commands.get(name, 0) + 1
         return self.inner.run(argv, timeout_s=timeout_s, stdin=stdin, environment=environment)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -29,6 +30,7 @@ from pydantic import BaseModel
 
 from data_designer.slurm.contracts import (
     MAX_SEED_FILE_BYTES,
+    ClusterFacts,
     ClusterProfile,
     ConflictError,
     ExecuteResult,
@@ -44,9 +46,11 @@ from data_designer.slurm.contracts import (
     UnavailableError,
 )
 from data_designer.slurm.contracts.records import (
+    BENCHMARK_CHILD_SCHEMA,
     INPUTS_SCHEMA,
     RUN_SCHEMA,
     SUBMISSION_SCHEMA,
+    BenchmarkLink,
     InputFile,
     InputRole,
     InputsManifest,
@@ -173,43 +177,110 @@ def _create(
     )
     refuse_unresolved(plan)
     passed = passed_environment(plan, environ, run_file=str(run_path), profile_file=str(profile_path))
-
-    rid = id_factory(run.name)
-    layout = RunLayout(Path(cluster_profile.workspace_root), rid)
-    binding = SubmissionBinding(run_id=str(rid), run_dir=str(layout.run_dir), job_name_prefix=f"{JOB_NAME_PREFIX}{rid}")
-    unit = bind_submission(plan, binding)
     sources: list[tuple[InputRole, Path, bytes | None]] = [("run", run_path, run_bytes)]
     if config_file is not None:
         sources.append(("config", Path(config_file), config_bytes))
-    seed = seed_files(run, config_text, operation=_OPERATION)
+    snapshot = InputSnapshot(tuple(sources), seed_files(run, config_text, operation=_OPERATION))
     refuse_misfit(plan, facts, lambda p: locate(p, run_source, profile_source))  # last, as with --cluster-check
-
-    planned = _plan_snapshot(layout, sources, seed)
-    modes = modes_for(cluster_profile.workspace_sharing)
-    if lookup.asked:  # checked and about to be used: later runs reuse them for FACTS_MAX_AGE
-        save_facts(cluster_profile.workspace_root, lookup.facts, modes, clock)
-    _make_run_dir(layout, modes)
-    manifest = _snapshot(layout, planned, seed, modes)
-    _write_once(layout.inputs_manifest, INPUTS_SCHEMA, manifest, clock)
-    if not publish_bytes_once(layout.plan_record, canonical_json(plan.model_dump(mode="json")), operation=_OPERATION):
-        raise _already(layout.plan_record)
-    record = RunRecord(
-        run_id=str(rid),
+    target = RunTarget(
         name=run.name,
-        created_at=rid.created,
+        records=run.records,
         run_file=str(run_path),
         profile_file=str(profile_path),
         cluster=cluster_name,
+        profile=cluster_profile,
         facts=facts,
+    )
+    rid = id_factory(run.name)
+    binding = bind_run(target, rid)  # before anything is written: a bad workspace path writes nothing
+    if lookup.asked:  # checked and about to be used: later runs reuse them for FACTS_MAX_AGE
+        save_facts(cluster_profile.workspace_root, lookup.facts, modes_for(cluster_profile.workspace_sharing), clock)
+    return submit_plan(plan, snapshot, target, binding, scheduler, clock=clock, environment=passed)
+
+
+@dataclass(frozen=True)
+class InputSnapshot:
+    """What a new run copies under ``inputs/``: (role, source, bytes already read or None) per file, and the seed
+    dataset's rewrite with its files (``services._seeds.seed_files``), all checked before anything is written."""
+
+    files: tuple[tuple[InputRole, Path, bytes | None], ...]
+    seed: tuple[SeedRewrite, list[tuple[Path, str]]] | None = None
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """Where and as what a compiled plan becomes a run: the run record's fields that are not the plan's."""
+
+    name: str
+    records: int
+    run_file: str
+    profile_file: str
+    cluster: str
+    profile: ClusterProfile
+    facts: ClusterFacts
+
+
+@dataclass(frozen=True)
+class BoundRun:
+    """A run id with its layout and the plan's submission bound to it (nothing written yet)."""
+
+    rid: RunId
+    layout: RunLayout
+    binding: SubmissionBinding
+
+
+def bind_run(target: RunTarget, rid: RunId) -> BoundRun:
+    """The layout and binding of run ``rid`` in the target's workspace (InvalidInputError for a bad workspace)."""
+    layout = RunLayout(Path(target.profile.workspace_root), rid)
+    binding = SubmissionBinding(run_id=str(rid), run_dir=str(layout.run_dir), job_name_prefix=f"{JOB_NAME_PREFIX}{rid}")
+    return BoundRun(rid, layout, binding)
+
+
+def submit_plan(
+    plan: ExecutionPlan,
+    snapshot: InputSnapshot,
+    target: RunTarget,
+    bound: BoundRun,
+    scheduler: SlurmScheduler,
+    *,
+    clock: Clock,
+    environment: Mapping[str, str],
+    link: BenchmarkLink | None = None,
+    after_jobs: Sequence[str] = (),
+) -> ExecuteResult:
+    """Make a new run of a compiled, checked ``plan``: create its directory, snapshot the inputs, write the plan
+    and the run record, submit and record the submission. What ``execute RUN_FILE`` does after compiling, and what
+    ``benchmark run`` does per child (``link``: the child run's ``benchmark.json``, written before ``run.json``;
+    ``after_jobs``: its dependency lane). The job names cannot exist yet, so nothing is looked up before
+    ``sbatch``. ``environment`` holds the values of the plan's variables (:func:`passed_environment`)."""
+    layout = bound.layout
+    unit = bind_submission(plan, bound.binding)
+    planned = _plan_snapshot(layout, list(snapshot.files), snapshot.seed)
+    modes = modes_for(target.profile.workspace_sharing)
+    _make_run_dir(layout, modes)
+    manifest = _snapshot(layout, planned, snapshot.seed, modes)
+    _write_once(layout.inputs_manifest, INPUTS_SCHEMA, manifest, clock)
+    if not publish_bytes_once(layout.plan_record, canonical_json(plan.model_dump(mode="json")), operation=_OPERATION):
+        raise _already(layout.plan_record)
+    if link is not None:
+        _write_once(layout.benchmark_record, BENCHMARK_CHILD_SCHEMA, link, clock)
+    record = RunRecord(
+        run_id=str(bound.rid),
+        name=target.name,
+        created_at=bound.rid.created,
+        run_file=target.run_file,
+        profile_file=target.profile_file,
+        cluster=target.cluster,
+        facts=target.facts,
         plan_digest=plan.digest,
         config_digest=plan.config_digest,
         shards=len(plan.shards),
-        records=run.records,
-        binding=binding,
+        records=target.records,
+        binding=bound.binding,
         unit=unit,
     )
     _write_once(layout.run_record, RUN_SCHEMA, record, clock)
-    result = _submit(layout, record, scheduler, clock, passed, resumed=False)
+    result = _submit(layout, record, scheduler, clock, environment, resumed=False, known={}, after_jobs=after_jobs)
     return result.model_copy(update={"warnings": plan.warnings})  # shown as the dry run shows them
 
 
@@ -261,9 +332,17 @@ def _submit(
     environment: Mapping[str, str],
     *,
     resumed: bool,
+    known: Mapping[str, SubmittedChunk] | None = None,
+    after_jobs: Sequence[str] = (),
 ) -> ExecuteResult:
     try:
-        result = scheduler.submit(record.unit, since=record.created_at - SINCE_SLACK, environment=environment)
+        result = scheduler.submit(
+            record.unit,
+            since=record.created_at - SINCE_SLACK,
+            environment=environment,
+            known=known,
+            after_jobs=after_jobs,
+        )
     except SubmissionRefused as exc:
         accepted = submitted_jobs(record.unit, exc.accepted)
         _record_refusal(layout, exc, accepted, clock)

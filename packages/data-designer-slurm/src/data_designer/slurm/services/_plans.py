@@ -16,18 +16,22 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from data_designer.slurm.contracts import (
     AliasSummary,
     BenchmarkDryRun,
+    BenchmarkPlan,
+    BenchmarkSpec,
     ChildSummary,
     ClusterFacts,
     ClusterProfile,
     ConflictError,
     DryRunOutput,
     ExecutionPlan,
+    ImageRecord,
     InvalidInputError,
     PlanSummary,
     Problem,
@@ -163,44 +167,13 @@ def plan_benchmark(
     ``dd-<benchmark>-<child id>-dry-run-c<chunk>``). A non-empty ``out`` needs ``force``.
     """
     operation = "benchmark.dry_run"
-    bench_path = Path(bench_file).expanduser().absolute()
-    bench_text = read_input(bench_path, what="benchmark file", operation=operation)
-    benchmark = load_benchmark(bench_text, file=str(bench_path))
-    bench_source = Source(str(bench_path), lambda: bench_text)
+    inputs = read_benchmark_inputs(Path(bench_file).expanduser().absolute(), operation=operation)
+    bench_path, benchmark = inputs.path, inputs.spec
     profile_path, loaded = load_profile_file(profile, environ=environ)
     cluster_name, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
     facts = dry_run_facts(cluster_profile, max_array_size)
     profile_source = profile_source_of(profile_path, cluster_name, operation=operation)
-
-    base_path = base_run_path(benchmark)
-    if base_path is None:
-        base = load_base_run(benchmark, file=str(bench_path), source=bench_source.document)
-        base_source = Source(str(bench_path), lambda: bench_text, ("base", "inline"))
-    else:
-        base_text = read_named(base_path, bench_source, ("base", "run"), what="base run", operation=operation)
-        base = load_base_run(benchmark, base_text, file=str(bench_path))
-        base_source = Source(base_path, lambda: base_text)
-    config_file = config_path(base)
-    config_text = None
-    if config_file is not None:
-        config_text = read_named(
-            config_file, base_source, ("data_designer", "config"), what="Data Designer config", operation=operation
-        )
-    try:
-        plan = expand(
-            benchmark,
-            cluster_profile,
-            cluster=cluster_name,
-            base=base,
-            config=resolve_config(base, config_text),
-            facts=facts,
-            images=None,
-            source=bench_source.document,
-            base_source=None if base_path is None else base_source.document,
-        )
-    except InvalidInputError as exc:
-        located = [_locate_child(p, base_source, profile_source) for p in exc.problems]
-        raise InvalidInputError.from_problems(located, operation="benchmark.expand", file=str(bench_path)) from exc
+    plan = expand_located(inputs, cluster_profile, cluster_name, facts, profile_source)
 
     output = None
     if out is not None:
@@ -240,6 +213,84 @@ def plan_benchmark(
         submittable=not plan.unresolved,
         output=output,
     )
+
+
+@dataclass(frozen=True)
+class BenchmarkInputs:
+    """A benchmark file read once, with its base run and the base run's Data Designer config (texts and sources)."""
+
+    path: Path
+    text: str
+    spec: BenchmarkSpec
+    source: Source
+    base: RunSpec
+    base_path: str | None
+    """The base run file, or None for a base run inline in the benchmark file."""
+    base_text: str | None
+    base_source: Source
+    config_file: str | None
+    config_text: str | None
+
+
+def read_benchmark_inputs(bench_path: Path, *, operation: str) -> BenchmarkInputs:
+    """Read and validate the benchmark file, its base run and the config (exit 2 or 3, located at file and key)."""
+    bench_text = read_input(bench_path, what="benchmark file", operation=operation)
+    benchmark = load_benchmark(bench_text, file=str(bench_path))
+    bench_source = Source(str(bench_path), lambda: bench_text)
+    base_path = base_run_path(benchmark)
+    base_text: str | None = None
+    if base_path is None:
+        base = load_base_run(benchmark, file=str(bench_path), source=bench_source.document)
+        base_source = Source(str(bench_path), lambda: bench_text, ("base", "inline"))
+    else:
+        text = read_named(base_path, bench_source, ("base", "run"), what="base run", operation=operation)
+        base = load_base_run(benchmark, text, file=str(bench_path))
+        base_source = Source(base_path, lambda: text)
+        base_text = text
+    config_file = config_path(base)
+    config_text = None
+    if config_file is not None:
+        config_text = read_named(
+            config_file, base_source, ("data_designer", "config"), what="Data Designer config", operation=operation
+        )
+    return BenchmarkInputs(
+        bench_path,
+        bench_text,
+        benchmark,
+        bench_source,
+        base,
+        base_path,
+        base_text,
+        base_source,
+        config_file,
+        config_text,
+    )
+
+
+def expand_located(
+    inputs: BenchmarkInputs,
+    profile: ClusterProfile,
+    cluster: str,
+    facts: ClusterFacts,
+    profile_source: Source,
+    images: Sequence[ImageRecord] | None = None,
+) -> BenchmarkPlan:
+    """``planner.expand`` of the inputs, every problem located in the file and line it comes from."""
+    try:
+        return expand(
+            inputs.spec,
+            profile,
+            cluster=cluster,
+            base=inputs.base,
+            config=resolve_config(inputs.base, inputs.config_text),
+            facts=facts,
+            images=images,
+            source=inputs.source.document,
+            base_source=None if inputs.base_path is None else inputs.base_source.document,
+        )
+    except InvalidInputError as exc:
+        located = [_locate_child(p, inputs.base_source, profile_source) for p in exc.problems]
+        raise InvalidInputError.from_problems(located, operation="benchmark.expand", file=str(inputs.path)) from exc
 
 
 def _locate_child(problem: Problem, base: Source, profile: Source) -> Problem:

@@ -23,7 +23,6 @@ One call reads the run once (``store.read_run``), observes it once (``status.obs
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +64,7 @@ from data_designer.slurm.runtime.store import (
 )
 from data_designer.slurm.services._calls import CountingRunner
 from data_designer.slurm.services._execute import passed_environment, record_submission, submitted_jobs
+from data_designer.slurm.services._liveness import Alive, default_alive
 from data_designer.slurm.services._runs import locate_run, named_shards
 
 _OPERATION = "retry"
@@ -75,9 +75,6 @@ _LIVE_TASK = frozenset({"stale", "scheduler_inconsistent"})
 """States in which Slurm may still run the shard's old task: it is cancelled before the new attempt."""
 _MAX_TRIES = 8
 """Generation numbers tried before giving up (each loss means another retry took one: the run is read again)."""
-
-Alive = Callable[[Requester], bool]
-"""Whether the process that holds an unsubmitted retry intent may still be submitting it."""
 
 
 def retry_run(
@@ -107,7 +104,7 @@ def retry_run(
     scheduler = SlurmScheduler(counting, clock=clock, sleep=sleep, concurrent=counting.concurrent)
     submitting = os.environ if environ is None else environ
     rules = rules or Rules()
-    is_alive = alive or _default_alive(rules, clock)
+    is_alive = alive or default_alive(rules.retry_grace_s, clock)
     done = _Done()
     for _ in range(_MAX_TRIES):
         snapshot, status = _observed(layout, scheduler, clock, rules)
@@ -305,27 +302,6 @@ def _holder(retry: RetrySnapshot) -> Requester:
 def _held_reason(retry: RetrySnapshot) -> str:
     who = _holder(retry)
     return f"pending: retry generation {retry.generation} is being submitted by {who.user}@{who.host} (pid {who.pid})"
-
-
-def _default_alive(rules: Rules, clock: Clock) -> Alive:
-    host = socket.gethostname()
-
-    def alive(who: Requester) -> bool:
-        if who.host == host:
-            return _pid_alive(who.pid)
-        return (clock() - who.time).total_seconds() <= rules.retry_grace_s
-
-    return alive
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
 
 
 def _resume(

@@ -5,6 +5,18 @@ See ``docs/architecture/run-directory.md`` for who writes each file and what a r
 
 from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts.records._attempt import ATTEMPT_SCHEMA, AttemptRecord, ReplicaRecord
+from data_designer.slurm.contracts.records._benchmark import (
+    BENCHMARK_CHILD_SCHEMA,
+    BENCHMARK_ID_DIGEST_HEX,
+    BENCHMARK_SCHEMA,
+    CHILD_BINDING_SCHEMA,
+    CHILD_RESUME_SCHEMA,
+    BenchmarkChildEntry,
+    BenchmarkLink,
+    BenchmarkRecord,
+    ChildBinding,
+    ChildResumeClaim,
+)
 from data_designer.slurm.contracts.records._claim import CLAIM_SCHEMA, ClaimOwner
 from data_designer.slurm.contracts.records._client_error import (
     CLIENT_ERROR_MESSAGE_LIMIT,
@@ -96,7 +108,12 @@ from data_designer.slurm.contracts.records._submission import SUBMISSION_SCHEMA,
 __all__ = [
     "ATTEMPT_COLUMN",
     "ATTEMPT_SCHEMA",
+    "BENCHMARK_CHILD_SCHEMA",
+    "BENCHMARK_ID_DIGEST_HEX",
+    "BENCHMARK_SCHEMA",
     "CANCELLATION_SCHEMA",
+    "CHILD_BINDING_SCHEMA",
+    "CHILD_RESUME_SCHEMA",
     "CLAIM_SCHEMA",
     "CLIENT_ERROR_MESSAGE_LIMIT",
     "CLIENT_ERROR_SCHEMA",
@@ -131,7 +148,12 @@ __all__ = [
     "SUBMISSION_SCHEMA",
     "AliasEndpoints",
     "AttemptRecord",
+    "BenchmarkChildEntry",
+    "BenchmarkLink",
+    "BenchmarkRecord",
     "CancellationRecord",
+    "ChildBinding",
+    "ChildResumeClaim",
     "ClaimOwner",
     "ClientCause",
     "ClientErrorRecord",

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, NonNegativeInt
 from data_designer.slurm.contracts._types import FROZEN
 from data_designer.slurm.contracts.records._schema import RecordSchema
 
-InputRole = Literal["run", "config", "seed"]
+InputRole = Literal["run", "config", "seed", "benchmark"]
 
 
 class InputFile(BaseModel):

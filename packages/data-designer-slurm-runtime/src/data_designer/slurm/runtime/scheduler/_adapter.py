@@ -176,7 +176,13 @@ class SlurmScheduler:
         }
 
     def submit(
-        self, unit: SubmissionUnit, *, since: datetime, environment: Mapping[str, str] | None = None
+        self,
+        unit: SubmissionUnit,
+        *,
+        since: datetime,
+        environment: Mapping[str, str] | None = None,
+        known: Mapping[str, SubmittedChunk] | None = None,
+        after_jobs: Sequence[str] = (),
     ) -> SubmissionResult:
         """Submit the chunks of ``unit`` that are not already known to Slurm by job name.
 
@@ -188,9 +194,17 @@ class SlurmScheduler:
         If ``sbatch`` fails or its reply is lost, :class:`UnavailableError` (or
         :class:`InvalidInputError` for a rejection) is raised; calling ``submit`` again finds
         whatever was accepted and submits only the rest.
+
+        ``known``: the chunks the caller already looked up by name (``find_submitted`` of many units at once, or
+        none for a run directory created just now, whose job names cannot exist yet): no lookup is made.
+        ``after_jobs``: jobs every chunk of this unit waits for (``--dependency=afterany:...``, beside a chunk's
+        own ``after``): a benchmark's dependency lanes, added here so they stay out of the plan.
         """
         passed = job_environment(unit, environment or {})
-        existing = self.find_submitted([c.job_name for c in unit.chunks], since=since)
+        lanes = _check_job_ids(after_jobs, "submit")
+        existing = (
+            dict(known) if known is not None else self.find_submitted([c.job_name for c in unit.chunks], since=since)
+        )
         chunks: list[SubmittedChunk] = []
         job_ids: dict[str, str] = {}
         calls = 0
@@ -202,8 +216,11 @@ class SlurmScheduler:
             # The unit's own arguments go first so that ours (name, array, parsable reply) win on repeats.
             argv = ["sbatch", *unit.sbatch_args]
             argv += ["--parsable", f"--job-name={chunk.job_name}", f"--array={chunk.array_spec}"]
+            waits = list(lanes)
             if chunk.after is not None:  # the unit's validator guarantees an earlier chunk, so its id is known
-                argv.append(f"--dependency=afterany:{job_ids[chunk.after]}")
+                waits.append(job_ids[chunk.after])
+            if waits:
+                argv.append(f"--dependency=afterany:{':'.join(dict.fromkeys(waits))}")
             calls += 1
             result = self._runner.run(
                 argv, timeout_s=self._sbatch_timeout_s, stdin=unit.script, environment=passed or None

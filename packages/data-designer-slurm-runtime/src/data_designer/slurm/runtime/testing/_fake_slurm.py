@@ -232,12 +232,17 @@ class FakeSlurm(FakeCluster):
         except ValueError as exc:
             return 1, "", f"sbatch: error: bad '# fake-slurm:' directive: {exc}\n"
         dependency = options.get("--dependency", options.get("-d"))
-        after: int | None = None
-        if dependency is not None:
-            kind, _, target = dependency.partition(":")
-            if kind != "afterany" or not target.isdigit() or int(target) not in self.jobs:
+        after: tuple[int, ...] = ()
+        if dependency is not None:  # afterany:<id>[:<id>...]; a job gone from the controller is refused, as Slurm does
+            kind, _, targets = dependency.partition(":")
+            ids = targets.split(":")
+            if (
+                kind != "afterany"
+                or not all(t.isdigit() for t in ids)
+                or any(int(t) not in self.jobs or self.jobs[int(t)].left_queue for t in ids)
+            ):
                 return 1, "", "sbatch: error: Batch job submission failed: Job dependency problem\n"
-            after = int(target)
+            after = tuple(int(t) for t in ids)
         job = self.add_job(
             name=options.get("--job-name", options.get("-J", "sbatch")),
             script=script,

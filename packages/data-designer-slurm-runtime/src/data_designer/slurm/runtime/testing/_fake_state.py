@@ -88,8 +88,8 @@ class FakeJob:
     throttle: int | None
     tasks: dict[int | None, FakeTask]
     left_queue: bool = False
-    after: int | None = None
-    """``--dependency=afterany:<job id>``: no task starts before that job has ended."""
+    after: tuple[int, ...] = ()
+    """``--dependency=afterany:<job id>[:<job id>...]``: no task starts before those jobs have ended."""
 
     @property
     def is_array(self) -> bool:
@@ -171,8 +171,8 @@ class FakeCluster:
                 if task.state == "RUNNING":
                     self._maybe_finish(job, task)
                 elif task.state == "PENDING" and self.now >= task.eligible:
-                    blocker = self.jobs.get(job.after) if job.after is not None else None
-                    if blocker is not None and blocker.finished_at() is None:
+                    blockers = [self.jobs[after] for after in job.after if after in self.jobs]
+                    if any(blocker.finished_at() is None for blocker in blockers):
                         task.reason = "Dependency"
                         continue
                     if job.throttle is not None and running >= job.throttle:
