@@ -31,10 +31,12 @@ from data_designer.slurm.runtime.merge import (
     latest_merge,
     merge_snapshot,
     merge_sources,
+    scan_footer,
     splices,
     unified_columns,
 )
 from data_designer.slurm.runtime.merge import _writer as merge_writer
+from data_designer.slurm.runtime.merge._thrift import Struct, ThriftError, ThriftList
 from data_designer.slurm.runtime.store import (
     PRIVATE_MODES,
     RecordOk,
@@ -396,9 +398,119 @@ def test_a_spliced_file_with_page_indexes_reads_back_equal(tmp_path: Path) -> No
         parts.append((table, sink.getvalue().to_pybytes()))
     writer = SpliceWriter(tmp_path, max_rows_per_file=100, modes=PRIVATE_MODES)
     for number, (_, data) in enumerate(parts):
-        writer.add(data, decode_struct(footer_bytes(data)), rows=3, first_index=3 * number)
+        writer.add(data, scan_footer(footer_bytes(data)), rows=3, first_index=3 * number)
     (file,) = writer.close()
     spliced = pq.ParquetFile(tmp_path / file.path)
     assert spliced.read().equals(pa.concat_tables([t for t, _ in parts]))
     assert spliced.metadata.row_group(1).column(0).statistics.min == 3
     assert (tmp_path / file.path).stat().st_size == file.bytes
+
+
+def _reference_shift(value: object, delta: int, path: tuple[int, ...] = ()) -> object:
+    """The generic codec's view of a moved row group (every absolute offset the splice moves), for comparison."""
+    offsets = {(5,), (1, 2), (1, 4), (1, 6), (1, 3, 9), (1, 3, 10), (1, 3, 11), (1, 3, 14)}
+    if isinstance(value, Struct):
+        fields = []
+        for fid, kind, item in value.fields:
+            here = (*path, fid)
+            if here in offsets and isinstance(item, int) and item > 0:
+                item = item + delta
+            fields.append((fid, kind, _reference_shift(item, delta, here)))
+        return Struct(fields)
+    if isinstance(value, ThriftList):
+        return ThriftList(value.element_type, [_reference_shift(v, delta, path) for v in value.values], value.kind)
+    return value
+
+
+@pytest.mark.parametrize("page_index", [False, True])
+@pytest.mark.parametrize("groups", [1, 3])
+def test_the_footer_scan_moves_exactly_the_offsets_the_generic_codec_moves(page_index: bool, groups: int) -> None:
+    table = pa.table(
+        {
+            "v": pa.array(range(9), type=pa.int64()),
+            "s": pa.array(["p", None, "r"] * 3),
+            "n": pa.array([[1], [], None] * 3, type=pa.list_(pa.int64())),
+        }
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, write_page_index=page_index, row_group_size=9 // groups)
+    footer = footer_bytes(sink.getvalue().to_pybytes())
+    scan = scan_footer(footer)
+    assert (scan.num_rows, scan.groups) == (9, groups)
+    assert scan.footer(num_rows=9, groups=groups, elements=scan.row_groups(0, 0)) == footer  # unchanged: same bytes
+    decoded = decode_struct(footer)
+    row_groups = decoded.get(4)
+    assert isinstance(row_groups, ThriftList)
+    expected = []
+    for number, group in enumerate(row_groups.values):
+        moved = _reference_shift(group, 1000)
+        assert isinstance(moved, Struct)
+        if moved.get(7) is not None:
+            moved.set(7, 5 + number)
+        expected.append(encode_struct(moved))
+    assert scan.row_groups(1000, 5) == b"".join(expected)
+    stats = scan.statistics(groups - 1, 0)
+    assert stats is not None
+    assert stats.null_count == 0
+    assert stats.max_value == (8).to_bytes(8, "little")
+    with pytest.raises(ThriftError):
+        scan_footer(footer[:-3])
+
+
+def test_a_spliced_file_equals_the_parts_read_back_and_is_the_same_bytes_twice(tmp_path: Path) -> None:
+    parts = []
+    for start in (0, 4, 8):
+        table = pa.table({"v": pa.array(range(start, start + 4), type=pa.int64()), "s": pa.array(list("wxyz"))})
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, row_group_size=2)
+        parts.append((table, sink.getvalue().to_pybytes()))
+    written = []
+    for run in ("one", "two"):
+        (tmp_path / run).mkdir()
+        writer = SpliceWriter(tmp_path / run, max_rows_per_file=8, modes=PRIVATE_MODES)
+        for number, (_, data) in enumerate(parts):
+            writer.add(data, scan_footer(footer_bytes(data)), rows=4, first_index=4 * number)
+        written.append(writer.close())
+    assert written[0] == written[1]
+    first, second = (pq.ParquetFile(tmp_path / "one" / file.path) for file in written[0])
+    assert first.read().equals(pa.concat_tables([parts[0][0], parts[1][0]]))
+    assert second.read().equals(parts[2][0])
+    assert [first.metadata.row_group(g).column(0).statistics.min for g in range(4)] == [0, 2, 4, 6]
+    for file in written[0]:
+        data = (tmp_path / "one" / file.path).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == file.sha256
+        assert len(data) == file.bytes
+
+
+def _republish(layout: RunLayout, table: pa.Table, **options: Any) -> None:
+    """Shard 1's part rewritten from ``table`` (and its manifest's size and sha256 with it)."""
+    part = layout.output_part(1, 1, 0)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, **options)
+    data = sink.getvalue().to_pybytes()
+    part.write_bytes(data)
+    manifest = read_record(layout.output_manifest(1, 1), MANIFEST_SCHEMA)
+    assert isinstance(manifest, RecordOk)
+    moved = manifest.payload.parts[0].model_copy(
+        update={"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    )
+    layout.output_manifest(1, 1).unlink()
+    write_record_once(
+        layout.output_manifest(1, 1), MANIFEST_SCHEMA, manifest.payload.model_copy(update={"parts": (moved,)})
+    )
+
+
+def test_provenance_without_statistics_is_decoded_and_a_wrong_value_refused(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)
+    table = pq.read_table(layout.output_part(1, 1, 0))
+    _republish(layout, table, write_statistics=False)
+    merged = merge_snapshot(read_run(layout), MergeOptions())
+    assert table_of(merged.directory).column(INDEX_COLUMN).to_pylist() == list(range(30))
+    position = table.schema.get_field_index("_dd_shard")
+    wrong = table.set_column(position, "_dd_shard", pa.array([1] * 9 + [2], type=pa.int32()))
+    _republish(layout, wrong, write_statistics=False)
+    with pytest.raises(CheckFailedError, match="_dd_shard is not 1 in every row") as raised:
+        merge_snapshot(read_run(layout), MergeOptions(output=tmp_path / "out"))
+    assert raised.value.exit_code == 6
+    assert "part-00000.parquet" in str(raised.value)
+    assert not (tmp_path / "out").exists()

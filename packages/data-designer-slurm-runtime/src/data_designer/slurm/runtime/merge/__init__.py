@@ -7,6 +7,7 @@ directory atomically. See ``docs/architecture/run-directory.md`` ("Merges").
 """
 
 from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE
+from data_designer.slurm.runtime.merge._footer import FooterScan, scan_footer
 from data_designer.slurm.runtime.merge._job_main import MERGE_MODULE, merge_job_argv
 from data_designer.slurm.runtime.merge._merge import (
     Merged,
@@ -36,6 +37,7 @@ __all__ = [
     "MERGE_MODULE",
     "ROW_GROUP_BYTES",
     "ROW_GROUP_ROWS",
+    "FooterScan",
     "HashingSink",
     "MergeOptions",
     "MergeSources",
@@ -56,6 +58,7 @@ __all__ = [
     "merge_run_dir",
     "merge_snapshot",
     "merge_sources",
+    "scan_footer",
     "source_digest",
     "splices",
     "unified_columns",

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +26,22 @@ from data_designer.slurm.contracts.records import (
     RUN_ID_COLUMN,
     SHARD_COLUMN,
 )
+from data_designer.slurm.runtime.merge._footer import FooterScan, scan_footer, schema_field
 from data_designer.slurm.runtime.merge._sources import SourceSlice
-from data_designer.slurm.runtime.merge._splice import FOOTER_SPEC, footer_bytes
-from data_designer.slurm.runtime.merge._thrift import Raw, Struct, decode_partial
+from data_designer.slurm.runtime.merge._splice import footer_bytes
 
 pq: Any = importlib.import_module("pyarrow.parquet")
-pc: Any = importlib.import_module("pyarrow.compute")
 numpy: Any = importlib.import_module("numpy")
 _OPERATION = "merge"
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What the footers of one schema key share: the Arrow schema, ``_dd_index``'s field and the leaf columns."""
+
+    schema: pa.Schema
+    index: int
+    leaves: dict[str, int]
 
 
 class PartReader:
@@ -44,8 +54,9 @@ class PartReader:
         self.parts_read = 0
         self.bytes_read = 0
         self._last: tuple[str, pa.Table] | None = None
-        self._known: dict[int, bytes] = {}
-        """The last footer's raw top-level fields (schema, metadata): the next part's are most likely the same."""
+        self._known_schema = b""
+        """The last footer's encoded schema: the next part's is most likely the same."""
+        self._layouts: dict[bytes, _Layout] = {}
 
     def rows(self, source: SourceSlice) -> pa.Table:
         """The slice's rows, from a part that passed every check."""
@@ -53,24 +64,43 @@ class PartReader:
             self._last = (source.path, self._checked(source))
         return self._last[1].slice(source.offset, source.take.records)
 
-    def whole(self, source: SourceSlice) -> tuple[bytes, Struct]:
-        """The bytes and decoded footer of a part taken whole, after the same checks as :meth:`rows`, decoding only
-        the provenance columns (the data pages are covered by the sha256): what the splicing merge copies."""
-        data = self._verified_bytes(source)
+    def whole(self, source: SourceSlice) -> tuple[bytes, FooterScan]:
+        """The bytes and scanned footer of a part taken whole, after the same checks as :meth:`rows`, decoding only
+        ``_dd_index`` (the data pages are covered by the sha256): what the splicing merge copies."""
+        return self._whole(source, self._verified_bytes(source))
+
+    def _whole(self, source: SourceSlice, data: bytes) -> tuple[bytes, FooterScan]:
         try:
-            footer = decode_partial(footer_bytes(data), FOOTER_SPEC, known=self._known)
-            self._known = {fid: value.data for fid, _, value in footer.fields if isinstance(value, Raw)}
+            footer = scan_footer(footer_bytes(data), known_schema=self._known_schema)
+            self._known_schema = schema_field(footer.schema_key)
+            layout = self._layout(footer, data)
+            _check_shape(source, footer.num_rows, layout.schema)
+            if layout.index < 0:
+                raise _bad(source, f"it has no {INDEX_COLUMN} column")
             parquet = pq.ParquetFile(pa.BufferReader(data))
-            rows = parquet.metadata.num_rows
-            schema = parquet.schema_arrow
-            index = parquet.read(columns=[INDEX_COLUMN], use_threads=False)
+            index = parquet.reader.read_column(layout.index)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _bad(source, f"it is not readable Parquet ({exc})") from exc
-        _check_shape(source, rows, schema)
         self._index(source, index)
-        self._constant_columns(source, parquet)
+        self._constant_columns(source, footer, layout, parquet)
         self._count(data)
         return data, footer
+
+    def _layout(self, footer: FooterScan, data: bytes) -> _Layout:
+        """The Arrow schema and column positions footers with this schema key have (read once per key)."""
+        found = self._layouts.get(footer.schema_key)
+        if found is None:
+            parquet = pq.ParquetFile(pa.BufferReader(data))
+            schema = parquet.schema_arrow
+            leaves = {parquet.metadata.schema.column(i).path: i for i in range(parquet.metadata.num_columns)}
+            names = schema.names
+            found = _Layout(
+                schema=schema,
+                index=names.index(INDEX_COLUMN) if INDEX_COLUMN in names else -1,
+                leaves=leaves,
+            )
+            self._layouts[footer.schema_key] = found
+        return found
 
     def _checked(self, source: SourceSlice) -> pa.Table:
         data = self._verified_bytes(source)
@@ -81,7 +111,9 @@ class PartReader:
         except (pa.ArrowException, OSError) as exc:
             raise _bad(source, f"it is not readable Parquet ({exc})") from exc
         _check_shape(source, table.num_rows, table.schema)
-        self._index(source, table)
+        if INDEX_COLUMN not in table.column_names:
+            raise _bad(source, f"it has no {INDEX_COLUMN} column")
+        self._index(source, table.column(INDEX_COLUMN))
         for column, value in self._constants(source):
             _check_constant(source, column, table.column(column), value)
         self._count(data)
@@ -123,20 +155,20 @@ class PartReader:
             raise _bad(source, f"it has {len(data)} bytes, its manifest says {source.part.bytes}")
         return data
 
-    def _constant_columns(self, source: SourceSlice, parquet: Any) -> None:
-        """Run, plan, shard and attempt of every row, from the column statistics (no null, min = max = the
-        expected value, over all row groups); a column without statistics is decoded and compared instead."""
-        meta = parquet.metadata
-        names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    def _constant_columns(self, source: SourceSlice, footer: FooterScan, layout: _Layout, parquet: Any) -> None:
+        """Run, plan, shard and attempt of every row, from the column statistics (no null, exact min = max = the
+        expected value's bytes, over all row groups); a column without such statistics is decoded and compared."""
         for column, value in self._constants(source):
-            position = names.index(column)
-            proven = meta.num_row_groups > 0
-            for group in range(meta.num_row_groups):
-                stats = meta.row_group(group).column(position).statistics
-                if stats is None or not stats.has_min_max or stats.null_count != 0 or stats.min != value:
+            position = layout.leaves.get(column)
+            expected = _plain(layout.schema.field(column).type, value) if column in layout.schema.names else None
+            proven = position is not None and expected is not None and footer.groups > 0
+            for group in range(footer.groups if proven else 0):
+                assert position is not None
+                stats = footer.statistics(group, position)
+                if stats is None or stats.null_count != 0 or stats.min_value != expected:
                     proven = False
                     break
-                if stats.max != value:
+                if stats.max_value != expected:
                     raise _bad(source, f"its {column} is not {value!r} in every row")
             if not proven:
                 _check_constant(source, column, parquet.read(columns=[column], use_threads=False).column(column), value)
@@ -149,9 +181,8 @@ class PartReader:
             (ATTEMPT_COLUMN, source.attempt),
         )
 
-    def _index(self, source: SourceSlice, table: pa.Table) -> None:
+    def _index(self, source: SourceSlice, index: pa.ChunkedArray) -> None:
         first = source.part.first_index
-        index = table.column(INDEX_COLUMN)
         values = index.chunk(0) if index.num_chunks == 1 else pa.concat_arrays(index.chunks)
         if (
             index.null_count
@@ -173,7 +204,19 @@ def _check_shape(source: SourceSlice, rows: int, schema: pa.Schema) -> None:
         raise _bad(source, f"its columns are {found}, its manifest says {expected}")
 
 
+def _plain(kind: pa.DataType, value: object) -> bytes | None:
+    """``value`` as Parquet's statistics hold it for a column of ``kind`` (None: not a type proven this way)."""
+    if isinstance(value, str) and kind in (pa.string(), pa.large_string()):
+        return value.encode()
+    if isinstance(value, int) and kind == pa.int32() and -(2**31) <= value < 2**31:
+        return struct.pack("<i", value)
+    if isinstance(value, int) and kind == pa.int64() and -(2**63) <= value < 2**63:
+        return struct.pack("<q", value)
+    return None
+
+
 def _check_constant(source: SourceSlice, column: str, values: pa.ChunkedArray, value: object) -> None:
+    pc: Any = importlib.import_module("pyarrow.compute")  # only for a column its statistics do not prove
     if values.null_count or not pc.all(pc.equal(values, value)).as_py():
         raise _bad(source, f"its {column} is not {value!r} in every row")
 

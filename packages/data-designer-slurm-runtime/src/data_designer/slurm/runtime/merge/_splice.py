@@ -17,30 +17,11 @@ import struct
 from pathlib import Path
 
 from data_designer.slurm.contracts.records import MergeFile
-from data_designer.slurm.runtime.merge._thrift import LIST, STRUCT, Raw, Spec, Struct, ThriftList, encode_struct
+from data_designer.slurm.runtime.merge._footer import FooterScan
 from data_designer.slurm.runtime.merge._writer import PART_NAME, HashingSink
 from data_designer.slurm.runtime.store import FileModes
 
 MAGIC = b"PAR1"
-_SCHEMA, _NUM_ROWS, _ROW_GROUPS, _KEY_VALUE = 2, 3, 4, 5
-_RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
-_CC_FILE_OFFSET, _CC_META, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX = 2, 3, 4, 6
-_META_OFFSETS = (9, 10, 11, 14)
-"""ColumnMetaData: data_page_offset, index_page_offset, dictionary_page_offset, bloom_filter_offset."""
-FOOTER_SPEC: Spec = {
-    _ROW_GROUPS: {
-        _RG_COLUMNS: {
-            _CC_FILE_OFFSET: None,
-            _CC_OFFSET_INDEX: None,
-            _CC_COLUMN_INDEX: None,
-            _CC_META: dict.fromkeys(_META_OFFSETS),
-        },
-        _RG_FILE_OFFSET: None,
-        _RG_ORDINAL: None,
-    }
-}
-"""What a spliced part's footer is decoded into (:func:`~._thrift.decode_partial`): the row groups' offsets and
-ordinals; the schema, statistics and metadata stay raw bytes, copied as they are."""
 
 
 class SpliceMismatch(Exception):
@@ -66,35 +47,26 @@ class SpliceWriter:
         self.modes = modes
         self.files: list[MergeFile] = []
         self._sink: HashingSink | None = None
-        self._template: Struct | None = None
-        self._schema_key: tuple[bytes, bytes] | None = None
+        self._template: FooterScan | None = None
         self._row_groups: list[bytes] = []
-        """Each row group already shifted, renumbered and encoded: the footer's memory is its bytes."""
+        """Each part's row groups already moved, renumbered and encoded: the footer's memory is its bytes."""
+        self._groups = 0
+        self._size = 0
         self._rows = 0
         self._first = 0
 
-    def add(self, data: bytes, footer: Struct, *, rows: int, first_index: int) -> None:
-        """Append one part (its bytes and decoded footer), starting a new file when this one would grow too big."""
-        key = _schema_key(footer)
+    def add(self, data: bytes, footer: FooterScan, *, rows: int, first_index: int) -> None:
+        """Append one part (its bytes and scanned footer), starting a new file when this one would grow too big."""
         if self._sink is not None and (self._rows + rows > self.max_rows_per_file):
             self._close_file()
         if self._sink is None:
-            self._open_file(footer, key, first_index)
-        elif key != self._schema_key:
+            self._open_file(footer, first_index)
+        elif self._template is None or footer.schema_key != self._template.schema_key:
             raise SpliceMismatch("the parts' schemas differ")
-        assert self._sink is not None
         region = memoryview(data)[4 : len(data) - 8 - struct.unpack("<I", data[-8:-4])[0]]
-        delta = self._sink.size - 4
-        groups = footer.get(_ROW_GROUPS)
-        if not isinstance(groups, ThriftList):
-            raise SpliceMismatch("a part without row groups")
-        for group in groups.values:
-            assert isinstance(group, Struct)
-            moved = _shifted(group, delta)
-            if moved.get(_RG_ORDINAL) is not None:
-                moved.set(_RG_ORDINAL, len(self._row_groups))
-            self._row_groups.append(encode_struct(moved))
-        self._sink.write(region)
+        self._row_groups.append(footer.row_groups(self._size - 4, self._groups))
+        self._groups += footer.groups
+        self._write(region)
         self._rows += rows
 
     def close(self) -> list[MergeFile]:
@@ -105,23 +77,26 @@ class SpliceWriter:
         if self._sink is not None:
             self._sink.close()
 
-    def _open_file(self, footer: Struct, key: tuple[bytes, bytes], first_index: int) -> None:
+    def _write(self, data: bytes | memoryview) -> None:
+        assert self._sink is not None
+        self._sink.write(data)
+        self._size += len(data)
+
+    def _open_file(self, footer: FooterScan, first_index: int) -> None:
         self._sink = HashingSink(self.directory / PART_NAME.format(len(self.files)), self.modes.file)
-        self._sink.write(MAGIC)
+        self._size = 0
         self._template = footer
-        self._schema_key = key
         self._row_groups = []
+        self._groups = 0
         self._rows = 0
         self._first = first_index
+        self._write(MAGIC)
 
     def _close_file(self) -> None:
         if self._sink is None or self._template is None:
             return
-        meta = Struct(list(self._template.fields))
-        meta.set(_NUM_ROWS, self._rows)
-        meta.set(_ROW_GROUPS, Raw(_list_header(len(self._row_groups), STRUCT) + b"".join(self._row_groups)))
-        encoded = encode_struct(meta)
-        self._sink.write(encoded + struct.pack("<I", len(encoded)) + MAGIC)
+        encoded = self._template.footer(num_rows=self._rows, groups=self._groups, elements=b"".join(self._row_groups))
+        self._write(encoded + struct.pack("<I", len(encoded)) + MAGIC)
         self._sink.close()
         self.files.append(
             MergeFile(
@@ -134,59 +109,4 @@ class SpliceWriter:
         )
         self._sink = None
         self._template = None
-
-
-def _list_header(size: int, element: int) -> bytes:
-    """A compact-protocol list header (what the encoder writes before a list's elements)."""
-    if size < 15:
-        return bytes([(size << 4) | element])
-    out = bytearray([0xF0 | element])
-    while size >= 0x80:
-        out.append((size & 0x7F) | 0x80)
-        size >>= 7
-    out.append(size)
-    return bytes(out)
-
-
-def _schema_key(footer: Struct) -> tuple[bytes, bytes]:
-    """What parts sharing one footer must agree on: the Parquet schema and the key/value metadata (Arrow's)."""
-    return tuple(_encoded(footer.get(fid)) for fid in (_SCHEMA, _KEY_VALUE))  # type: ignore[return-value]
-
-
-def _encoded(value: object) -> bytes:
-    if value is None:
-        return b""
-    if isinstance(value, Raw):
-        return value.data
-    return encode_struct(Struct([(1, LIST, value)]))
-
-
-def _shifted(group: Struct, delta: int) -> Struct:
-    """A copy of a row group with every absolute file offset moved by ``delta``."""
-    out = Struct(list(group.fields))
-    _move(out, _RG_FILE_OFFSET, delta)
-    columns = out.get(_RG_COLUMNS)
-    if isinstance(columns, ThriftList):
-        moved: list[object] = []
-        for chunk in columns.values:
-            assert isinstance(chunk, Struct)
-            chunk = Struct(list(chunk.fields))
-            for fid in (_CC_FILE_OFFSET, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX):
-                _move(chunk, fid, delta)
-            meta = chunk.get(_CC_META)
-            if isinstance(meta, Struct):
-                meta = Struct(list(meta.fields))
-                for fid in _META_OFFSETS:
-                    _move(meta, fid, delta)
-                chunk.set(_CC_META, meta)
-            moved.append(chunk)
-        out.set(_RG_COLUMNS, ThriftList(columns.element_type, moved, columns.kind))
-    if out.get(_RG_ORDINAL) is not None and not isinstance(out.get(_RG_ORDINAL), int):
-        raise SpliceMismatch("a row group ordinal that is not an integer")
-    return out
-
-
-def _move(value: Struct, field_id: int, delta: int) -> None:
-    current = value.get(field_id)
-    if isinstance(current, int) and current > 0:  # 0 (or absent) means "none" for the optional offsets
-        value.set(field_id, current + delta)
+        self._row_groups = []
