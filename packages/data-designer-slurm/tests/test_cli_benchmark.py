@@ -115,14 +115,16 @@ def test_human_output_lists_children_with_digests(runner: CliRunner, workdir: Pa
         json.loads(result.stdout)
 
 
-def test_without_dry_run_it_is_not_available_and_exits_2(runner: CliRunner, workdir: Path) -> None:
-    result = bench(runner, workdir)
+@pytest.mark.parametrize("args", [["--out", "x"], ["--force"], ["--max-array-size", "5"]])
+def test_dry_run_options_without_dry_run_exit_2_naming_the_option(
+    runner: CliRunner, workdir: Path, args: list[str]
+) -> None:
+    result = bench(runner, workdir, *args)
     assert result.exit_code == 2
     (line,) = error_lines(result)
-    assert "benchmark run without --dry-run is not available yet" in line
-    assert line.endswith("data-designer slurm benchmark run BENCH --dry-run)")
-    info = ErrorInfo.model_validate_json(bench(runner, workdir, "--json").stderr)
-    assert info.code == "not_available"
+    assert f"{args[0]} applies to --dry-run only" in line
+    info = ErrorInfo.model_validate_json(bench(runner, workdir, *args, "--json").stderr)
+    assert (info.code, info.key_path) == ("dry_run_only", args[0])
 
 
 def test_out_writes_every_child_and_refuses_a_non_empty_directory(runner: CliRunner, workdir: Path) -> None:

@@ -61,3 +61,13 @@ __all__ += ["merge_run"]
 from data_designer.slurm.services._dataset import load_dataset  # noqa: E402 (appended block)
 
 __all__ += ["load_dataset"]
+
+# Benchmarks: run every child, their status, the workspace's benchmarks (issue 15).
+from data_designer.slurm.services._benchmark_run import run_benchmark  # noqa: E402 (appended block)
+from data_designer.slurm.services._benchmark_status import (  # noqa: E402 (appended block)
+    benchmark_status,
+    find_benchmark,
+    list_benchmarks,
+)
+
+__all__ += ["benchmark_status", "find_benchmark", "list_benchmarks", "run_benchmark"]

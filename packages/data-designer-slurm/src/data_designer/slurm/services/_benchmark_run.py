@@ -30,10 +30,12 @@ import shutil
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from data_designer.slurm.contracts import (
     TERMINAL_TASK_STATES,
+    BenchmarkChild,
     BenchmarkPlan,
     BenchmarkRunResult,
     ChildOutcome,
@@ -46,7 +48,6 @@ from data_designer.slurm.contracts import (
     SlurmExtensionError,
     UnavailableError,
 )
-from data_designer.slurm.contracts._benchmark_plan import BenchmarkChild
 from data_designer.slurm.contracts.records import (
     BENCHMARK_SCHEMA,
     CHILD_BINDING_SCHEMA,
@@ -162,6 +163,7 @@ def run_benchmark(
         save_facts(cluster_profile.workspace_root, lookup.facts, modes, clock)
 
     requester = requester_from_environment(submitting, clock=clock)
+    started = requester.time
     created = _ensure_record(layout, plan, inputs, facts, str(profile_path), cluster_name, requester, modes, clock)
     snapshot = read_benchmark(layout)
     context = _Context(
@@ -176,6 +178,7 @@ def run_benchmark(
         alive=alive or default_alive((rules or Rules()).retry_grace_s, clock),
         environ=submitting,
         modes=modes,
+        started=started,
     )
     rows, error = _submit_children(context, snapshot)
     counts: dict[ChildOutcome, int] = {}
@@ -383,6 +386,8 @@ class _Context:
     alive: Alive
     environ: Mapping[str, str]
     modes: FileModes
+    started: datetime
+    """When this call began (by its clock): bindings this process took before then are its own earlier calls'."""
 
     def link(self, child: BenchmarkChild) -> BenchmarkLink:
         return BenchmarkLink(
@@ -567,7 +572,7 @@ def _submit_child(
                 _failing(binding.run_id, lambda: _create(context, child, binding.run_id, after)),
             )
     assert found.binding is not None
-    if found.holder is not None and not _is_self(found.holder) and context.alive(found.holder):
+    if found.holder is not None and not _is_self(found.holder, context.started) and context.alive(found.holder):
         who = found.holder
         raise _Held(
             found.binding.run_id, f"child {child.index} is being submitted by {who.user}@{who.host} (pid {who.pid})"
@@ -598,9 +603,10 @@ def _failing(run_id: str, submit: Callable[[], tuple[str, ...]]) -> tuple[str, .
         raise _Failed(run_id, exc) from exc
 
 
-def _is_self(who: Requester) -> bool:
-    """A binding taken by this very process (an earlier call that returned): never held against it."""
-    return who.pid == os.getpid() and who.host == socket.gethostname()
+def _is_self(who: Requester, started: datetime) -> bool:
+    """A binding taken by this very process before this call began (an earlier call, returned): never held against
+    it. One taken during this call by the same process is another thread's, held like any other."""
+    return who.pid == os.getpid() and who.host == socket.gethostname() and who.time < started
 
 
 def _bind(context: _Context, child: BenchmarkChild) -> ChildBinding | _Evidence:
