@@ -46,6 +46,7 @@ from data_designer.slurm.contracts import (
     InvalidInputError,
     Problem,
     SlurmExtensionError,
+    SubmittedChunk,
     UnavailableError,
 )
 from data_designer.slurm.contracts.records import (
@@ -421,6 +422,7 @@ def _submit_children(
     cap = context.plan.max_concurrent_children
     evidence = [_evidence(context, snapshot.children[child.child_id]) for child in children]
     live = _live_predecessors(context, children, evidence, cap)
+    known = _found_by_name(context, evidence)
     jobs: dict[int, tuple[str, ...]] = {}
     """Per child index, the jobs a lane successor may wait for: submitted now, or submitted before and live."""
     rows: list[ChildSubmission] = []
@@ -437,7 +439,7 @@ def _submit_children(
             continue
         after = jobs.get(child.index - cap, ())
         try:
-            outcome, run_id, submitted = _submit_child(context, child, found, after)
+            outcome, run_id, submitted = _submit_child(context, child, found, after, known)
         except _Held as held:
             rows.append(row.model_copy(update={"outcome": "held", "run_id": held.run_id, "detail": held.detail}))
             stopped = f"child {child.index} is held by another 'benchmark run'"
@@ -536,6 +538,17 @@ def _live_predecessors(
     return {task.job_id for task in observation.tasks if task.state not in TERMINAL_TASK_STATES}
 
 
+def _found_by_name(context: _Context, evidence: Sequence[_Evidence]) -> dict[str, SubmittedChunk]:
+    """The chunks Slurm already holds of runs recorded but never (wholly) submitted, by job name: one
+    ``squeue --name`` and one ``sacct --name`` for all of them together (none when there is no such run)."""
+    units = [found.record for found in evidence if found.record is not None and not found.jobs]
+    if not units:
+        return {}
+    names = [chunk.job_name for record in units for chunk in record.unit.chunks]
+    since = min(record.created_at for record in units) - SINCE_SLACK
+    return context.scheduler.find_submitted(names, since=since)
+
+
 class _Held(Exception):
     """The child is bound to a live ``benchmark run`` that may be submitting it right now."""
 
@@ -555,7 +568,11 @@ class _Failed(Exception):
 
 
 def _submit_child(
-    context: _Context, child: BenchmarkChild, found: _Evidence, after: tuple[str, ...]
+    context: _Context,
+    child: BenchmarkChild,
+    found: _Evidence,
+    after: tuple[str, ...],
+    known: Mapping[str, SubmittedChunk],
 ) -> tuple[ChildOutcome, str, tuple[str, ...]]:
     """Bind (or take over) the child and submit its run; the outcome, run id and job ids."""
     if found.unreadable is not None:
@@ -593,7 +610,7 @@ def _submit_child(
         shutil.rmtree(layout.run_dir, ignore_errors=True)
         return "resumed", run_id, _failing(run_id, lambda: _create(context, child, run_id, after))
     record = found.record
-    return "resumed", run_id, _failing(run_id, lambda: _resume(context, child, record, after))
+    return "resumed", run_id, _failing(run_id, lambda: _resume(context, child, record, after, known))
 
 
 def _failing(run_id: str, submit: Callable[[], tuple[str, ...]]) -> tuple[str, ...]:
@@ -646,7 +663,13 @@ def _create(context: _Context, child: BenchmarkChild, run_id: str, after: tuple[
     return tuple(dict.fromkeys(job.job_id for job in result.jobs))
 
 
-def _resume(context: _Context, child: BenchmarkChild, record: RunRecord, after: tuple[str, ...]) -> tuple[str, ...]:
+def _resume(
+    context: _Context,
+    child: BenchmarkChild,
+    record: RunRecord,
+    after: tuple[str, ...],
+    known: Mapping[str, SubmittedChunk],
+) -> tuple[str, ...]:
     """Submit the chunks of a recorded run that Slurm does not hold (found by name), and record them."""
     layout = RunLayout(Path(context.target.profile.workspace_root), RunId.parse(record.run_id))
     result = context.scheduler.submit(
@@ -654,6 +677,7 @@ def _resume(context: _Context, child: BenchmarkChild, record: RunRecord, after: 
         since=record.created_at - SINCE_SLACK,
         environment=context.environments[child.plan_digest],
         after_jobs=after,
+        known={chunk.job_name: known[chunk.job_name] for chunk in record.unit.chunks if chunk.job_name in known},
     )
     jobs = submitted_jobs(record.unit, result.chunks)
     record_submission(layout, jobs, sbatch_calls=result.sbatch_calls, clock=context.clock, operation=_OPERATION)
