@@ -457,11 +457,25 @@ def _submit_children(
             update = {"outcome": "failed", "run_id": failed.run_id, "after": after, "detail": detail}
             rows.append(row.model_copy(update=update))
             stopped = f"child {child.index} failed to submit (the lanes keep their order)"
-            error = failed.error
+            error = _rerun_hint(failed.error, context, child)
             continue
         jobs[child.index] = submitted
         rows.append(row.model_copy(update={"outcome": outcome, "run_id": run_id, "jobs": submitted, "after": after}))
     return rows, error
+
+
+def _rerun_hint(error: SlurmExtensionError, context: _Context, child: BenchmarkChild) -> SlurmExtensionError:
+    """The child's error with a fix that names ``benchmark run``, not ``execute``: ``execute --run-id`` would submit
+    the child's run without its dependency lane."""
+    cause = (error.info.hint or "fix the cause").split("; ")[0]
+    error.info = error.info.model_copy(
+        update={
+            "hint": f"{cause}; then run 'data-designer slurm benchmark run {context.target.inputs.path}' again: it "
+            f"submits child {child.index} in its lane, then the rest (a change that changes a digest is a new "
+            "benchmark)"
+        }
+    )
+    return error
 
 
 def _row(child: BenchmarkChild, cap: int, found: _Evidence) -> ChildSubmission:
