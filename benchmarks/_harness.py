@@ -78,12 +78,14 @@ class RunContext:
 
     ``scratch`` is a fresh empty directory removed after the benchmark; ``cache`` persists between
     runs (for expensive fixtures such as a host-only virtual environment) and lies outside the
-    repository.
+    repository. ``without`` names the prerequisites deselected with ``--without``, for a benchmark that
+    measures an optional part only where a prerequisite is there (and must not miss it silently in CI).
     """
 
     quick: bool
     scratch: Path
     cache: Path
+    without: frozenset[str] = frozenset()
 
     def repeats(self, *, quick: int, full: int) -> int:
         return quick if self.quick else full

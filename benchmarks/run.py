@@ -90,7 +90,7 @@ def run_one(name: str, *, quick: bool, cache: Path, without: frozenset[str], ci:
     scratch = Path(tempfile.mkdtemp(prefix=f"ddslurm-bench-{name}-"))
     start = time.perf_counter()
     try:
-        figures = _check_figures(benchmark.run(RunContext(quick=quick, scratch=scratch, cache=cache)))
+        figures = _check_figures(benchmark.run(RunContext(quick=quick, scratch=scratch, cache=cache, without=without)))
     except Exception:
         elapsed = time.perf_counter() - start
         return Outcome(name, benchmark.summary, "error", traceback.format_exc(), elapsed)
