@@ -603,6 +603,8 @@ def _submit_child(
                 _failing(binding.run_id, lambda: _create(context, child, binding.run_id, after)),
             )
     assert found.binding is not None
+    if found.jobs:  # the binding's winner submitted it between our reading and our binding
+        return "already_submitted", found.binding.run_id, found.jobs
     if found.holder is not None and not _is_self(found.holder, context.started) and context.alive(found.holder):
         who = found.holder
         raise _Held(
