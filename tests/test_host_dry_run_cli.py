@@ -120,7 +120,8 @@ def test_benchmark_run_dry_run_json(home: Path) -> None:
     assert all(c.child_id in human.stdout for c in parsed.children)
 
 
-def test_benchmark_run_without_dry_run_exits_2(home: Path) -> None:
-    result = run(home, "slurm", "benchmark", "run", "bench.yaml", "--profile", "profile.yaml")
+def test_benchmark_run_with_a_dry_run_option_but_no_dry_run_exits_2(home: Path) -> None:
+    result = run(home, "slurm", "benchmark", "run", "bench.yaml", "--profile", "profile.yaml", "--out", "x")
     assert result.returncode == 2
-    assert "benchmark run without --dry-run is not available yet" in result.stderr
+    assert "--out applies to --dry-run only" in result.stderr
+    assert not (home / "x").exists()

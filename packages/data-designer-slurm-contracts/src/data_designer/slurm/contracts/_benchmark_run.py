@@ -90,6 +90,9 @@ class BenchmarkChildStatus(BaseModel):
     case: tuple[CaseValue, ...] = Field(strict=False)
     repeat: NonNegativeInt
     state: ChildState
+    reason: str | None = Field(
+        default=None, description="Why the child is not succeeded, as 'status' gives its shard's reason."
+    )
     run_id: str | None = None
     run: RunSummary | None = Field(default=None, description="The child run as 'runs ls' shows it.")
 

@@ -218,7 +218,7 @@ def render_status(result: BenchmarkStatus) -> str:
         + (f"; {result.scheduler_error}" if result.scheduler_error else ""),
     ]
     rows = table(
-        ["#", "child", "case", "repeat", "state", "records", "run"],
+        ["#", "child", "case", "repeat", "state", "records", "run", "why"],
         [
             [
                 str(c.index),
@@ -228,6 +228,7 @@ def render_status(result: BenchmarkStatus) -> str:
                 c.state.replace("_", " "),
                 _records(c.run.records_done if c.run else None, c.run.records_total if c.run else None),
                 c.run_id or "-",
+                c.reason or "",
             ]
             for c in result.children
         ],

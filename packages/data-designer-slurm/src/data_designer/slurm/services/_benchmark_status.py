@@ -76,8 +76,13 @@ def benchmark_status(
             seen = [cached_observation(run) for run in runs]
         now = clock()
         summaries: dict[str, RunSummary] = {}
+        reasons: dict[str, str] = {}
         for run, observed in zip(runs, seen, strict=True):
-            summaries[str(run.layout.run_id)] = _summary(run, _classify(run, observed, now, rules))
+            classified = _classify(run, observed, now, rules)
+            summaries[str(run.layout.run_id)] = _summary(run, classified)
+            why = "; ".join(dict.fromkeys(shard.reason for shard in classified.shards if shard.reason))
+            if why:
+                reasons[str(run.layout.run_id)] = why
     children: list[BenchmarkChildStatus] = []
     counts: dict[ChildState, int] = {}
     for child in record.children:
@@ -94,6 +99,7 @@ def benchmark_status(
                 case=child.case,
                 repeat=child.repeat,
                 state=state,
+                reason=reasons.get(run_id or "") if summary is not None else "not bound yet: run 'benchmark run'",
                 run_id=run_id,
                 run=summary,
             )
