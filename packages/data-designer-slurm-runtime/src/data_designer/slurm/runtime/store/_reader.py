@@ -8,6 +8,10 @@ no successful ``status.json`` its heartbeat, progress and last log line. Slurm's
 ``slurm-<job>_<task>.err`` is read only for a shard without any attempt; ``merge/`` (its job records and newest
 manifest) only when the run lists it. Only ``RecordOk`` that matches this run
 counts; anything else is named in ``problems`` and proves nothing.
+
+Memory is linear in shards too, and kept small: the attempts' records go through one :class:`Interner` per read,
+so what they repeat (a manifest's columns, model usage, digests, versions; pydantic's field-name sets) is held
+once for the run, not once per shard.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from data_designer.slurm.contracts.records import (
 )
 from data_designer.slurm.runtime.scheduler._slurm_parse import expand_indices
 from data_designer.slurm.runtime.store._coverage import coverage_from, manifest_matches
+from data_designer.slurm.runtime.store._interner import Interner
 from data_designer.slurm.runtime.store._layout import (
     ATTEMPT_RECORD,
     ATTEMPTS_DIR,
@@ -133,6 +138,7 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
     present = _list(layout.shards_dir, count)
     shard_dirs = {number for number in map(parse_shard, present) if number is not None}
     shards_root = str(layout.shards_dir)
+    interner = Interner()
     shards = []
     for shard in plan.shards:
         attempts: list[AttemptSnapshot] = []
@@ -141,7 +147,7 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
             attempts_dir = f"{shards_root}/{format_shard(shard.shard)}/{ATTEMPTS_DIR}"
             for number in _attempt_numbers(attempts_dir, count):
                 directory = f"{attempts_dir}/{format_attempt(number)}"
-                attempts.append(_read_attempt(layout, directory, shard.shard, number, run.plan_digest, count))
+                attempts.append(_read_attempt(layout, directory, shard.shard, number, run.plan_digest, count, interner))
         manifests = {a.number: a.manifest for a in attempts if a.manifest is not None}
         coverage = coverage_from(shard, manifests)
         shard_tasks = tasks.get(shard.shard, ())
@@ -348,20 +354,26 @@ def _attempt_numbers(attempts_dir: str, count: _Counter) -> list[int]:
 
 
 def _read_attempt(
-    layout: RunLayout, directory: str, shard: int, number: int, plan_digest: str, count: _Counter
+    layout: RunLayout,
+    directory: str,
+    shard: int,
+    number: int,
+    plan_digest: str,
+    count: _Counter,
+    interner: Interner,
 ) -> AttemptSnapshot:
     """One attempt's records. An attempt whose valid manifest produced all it was assigned is told by that record
     alone: its status, claim, attempt record, heartbeat, progress and logs are not read (nothing they hold can
     change what it contributes, and the shard's state follows from the manifests). Any other attempt's status,
     claim and attempt record are read, and while it has no successful status also its heartbeat, progress and last
-    log line."""
+    log line. Every record read is shared through ``interner``."""
     problems: list[str] = []
 
     def read(name: str, schema: RecordSchema[M]) -> RecordOk[M] | None:
         count.files += 1
         result = read_record(Path(f"{directory}/{name}"), schema)
         if isinstance(result, RecordOk):
-            return result
+            return RecordOk(result.path, interner.record(result.payload), result.header)
         if result.status != "missing":
             problems.append(f"{name} is {result.status.replace('_', ' ')}")
         return None
