@@ -1,5 +1,15 @@
 """Strict, versioned, frozen data contracts of data-designer-slurm (pydantic only, no I/O)."""
 
+from data_designer.slurm.contracts._analysis import (
+    ANALYSIS_SCHEMA_VERSION,
+    AnalysisFormat,
+    AnalyzeResult,
+    BenchmarkAnalysis,
+    CaseAnalysis,
+    ChildMeasurement,
+    Projection,
+    Stat,
+)
 from data_designer.slurm.contracts._benchmark import (
     BENCHMARK_SCHEMA_VERSION,
     AnalysisTargets,
@@ -206,6 +216,7 @@ from data_designer.slurm.contracts._version import __version__
 
 __all__ = [
     "ACTIVE_SHARD_STATES",
+    "ANALYSIS_SCHEMA_VERSION",
     "BENCHMARK_PLAN_SCHEMA_VERSION",
     "BENCHMARK_SCHEMA_VERSION",
     "CHILD_OUTCOMES",
@@ -242,12 +253,15 @@ __all__ = [
     "AbsolutePath",
     "AliasSummary",
     "AllocationPlan",
+    "AnalysisFormat",
     "AnalysisTargets",
+    "AnalyzeResult",
     "ArrayTaskBinding",
     "AttemptState",
     "AttemptStatus",
     "Axis",
     "BaseRun",
+    "BenchmarkAnalysis",
     "BenchmarkChild",
     "BenchmarkChildStatus",
     "BenchmarkDryRun",
@@ -258,8 +272,10 @@ __all__ = [
     "BenchmarkStatus",
     "BenchmarkSummary",
     "CancelResult",
+    "CaseAnalysis",
     "CaseValue",
     "CheckFailedError",
+    "ChildMeasurement",
     "ChildOutcome",
     "ChildState",
     "ChildSubmission",
@@ -336,6 +352,7 @@ __all__ = [
     "Profile",
     "ProfileInitResult",
     "ProfileValidation",
+    "Projection",
     "RecordPolicy",
     "ReplicaPlan",
     "ReplicasAxis",
@@ -364,6 +381,7 @@ __all__ = [
     "SlurmExtensionError",
     "SourceReport",
     "SourceStatus",
+    "Stat",
     "SubmissionBinding",
     "SubmissionChunk",
     "SubmissionLayout",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -20,7 +21,14 @@ from data_designer.slurm.cli._output import DebugOption, JsonOption, run, table
 from data_designer.slurm.cli._profile_commands import ClusterOption, ProfileOption
 
 if TYPE_CHECKING:
-    from data_designer.slurm.contracts import BenchmarkDryRun, BenchmarkList, BenchmarkRunResult, BenchmarkStatus
+    from data_designer.slurm.contracts import (
+        AnalyzeResult,
+        BenchmarkDryRun,
+        BenchmarkList,
+        BenchmarkRunResult,
+        BenchmarkStatus,
+        Stat,
+    )
 
 benchmark_app = typer.Typer(
     name="benchmark",
@@ -305,3 +313,177 @@ def _value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+class AnalyzeFormat(StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+EXIT_UNAVAILABLE = 5
+EXIT_CHECK_FAILED = 6
+
+
+@benchmark_app.command("analyze")
+def analyze(
+    bench: Annotated[
+        str, typer.Argument(metavar="BENCH", help="Benchmark id (or a unique prefix), name, or benchmark file.")
+    ],
+    no_refresh: Annotated[
+        bool, typer.Option("--no-refresh", help="Use the runs' last recorded observations (no Slurm call).")
+    ] = False,
+    check: Annotated[bool, typer.Option("--check", help="Exit 6 unless every child succeeded.")] = False,
+    output: Annotated[AnalyzeFormat, typer.Option("--format", help="table, json or csv.")] = AnalyzeFormat.table,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot", metavar="FILE.png", help="Also draw throughput per GPU against GPU-hours (needs the plot extra)."
+        ),
+    ] = None,
+    profile: ProfileOption = None,
+    cluster: ClusterOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Measure every case of a benchmark from validated evidence only, and recommend the fastest and cheapest.
+
+    Refreshes every child with one observation for all of them (one squeue, one sacct), classifies each as
+    'status' does and measures only children that succeeded, from their result manifests: records/s,
+    output tokens/s and requests/s, boot, generation and wall time, GPUs, GPU-hours per 1,000 records; per
+    case the mean, standard deviation and n over repeats. Cases with a child not succeeded are listed with
+    why and never ranked. Projections for the benchmark's targets are shown apart from measurements; the
+    Pareto set (throughput per GPU against time to target) and the best case by GPU-hours per 1,000 records
+    are marked. --format json and csv are deterministic: the same evidence gives the same bytes. The
+    analysis is kept under the benchmark's analyses/.
+
+    Exit codes: 0; 6 with --check unless every child succeeded; 5 Slurm could not be asked and a child is
+    unknown; 2 invalid input (or --plot without the plot extra); 3 no such benchmark.
+    """
+    from data_designer.slurm.services import analyze_benchmark
+
+    def exit_code(result: AnalyzeResult) -> int:
+        if result.unknown_children and result.evidence != "live":
+            return EXIT_UNAVAILABLE
+        return EXIT_CHECK_FAILED if check and not result.analysis.complete else 0
+
+    def render(result: AnalyzeResult) -> str:
+        if output is AnalyzeFormat.csv:
+            from data_designer.slurm.runtime.analysis import analysis_csv
+
+            return analysis_csv(result.analysis).rstrip("\n")
+        return render_analysis(result)
+
+    def canonical(result: AnalyzeResult) -> str:
+        from data_designer.slurm.runtime.analysis import analysis_json
+
+        return analysis_json(result.analysis).decode("utf-8")
+
+    run(
+        "benchmark.analyze",
+        lambda: analyze_benchmark(bench, refresh=not no_refresh, plot=plot, profile=profile, cluster=cluster),
+        render,
+        as_json=output is AnalyzeFormat.json,
+        debug=debug,
+        exit_code=exit_code,
+        json_text=canonical,
+    )
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def _stat(stat: Stat, digits: int = 2) -> str:
+    if stat.mean is None:
+        return "-"
+    spread = "" if stat.std is None else f" ±{stat.std:,.{digits}f}"
+    return f"{stat.mean:,.{digits}f}{spread} (n={stat.n})"
+
+
+def render_analysis(result: AnalyzeResult) -> str:
+    """Measured cases first (ranked, with the Pareto set and the best marked), then projections, then what is not
+    ranked and why, then the evidence."""
+    analysis = result.analysis
+    ranked = [c for c in analysis.cases if c.complete]
+    unranked = [c for c in analysis.cases if not c.complete]
+    counts: dict[str, int] = {}
+    for child in analysis.children:
+        counts[child.state] = counts.get(child.state, 0) + 1
+    states = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in sorted(counts.items()))
+    head = [
+        f"Analysis of benchmark {analysis.benchmark_id} ({analysis.name})",
+        f"  children     {len(analysis.children)}: {states}" + ("; complete" if analysis.complete else ""),
+        f"  cases        {len(analysis.cases)}: {len(ranked)} ranked, {len(unranked)} not ranked",
+    ]
+    lines = [*head, "", "Measured (ranked cases; mean ±sd over repeats):"]
+    if ranked:
+        lines.append(
+            table(
+                ["case", "values", "GPUs", "records/s", "records/s/GPU", "tokens/s", "boot s", "GPU-h/1k", "mark"],
+                [
+                    [
+                        str(c.case_index),
+                        _case(c.case),
+                        "-" if c.gpus is None else str(c.gpus),
+                        _stat(c.records_per_s),
+                        _stat(c.records_per_s_per_gpu),
+                        _stat(c.output_tokens_per_s, 1),
+                        _stat(c.boot_s, 1),
+                        _stat(c.gpu_hours_per_1k, 4),
+                        " ".join(m for m, on in (("best", c.best), ("pareto", c.pareto)) if on),
+                    ]
+                    for c in ranked
+                ],
+            )
+        )
+    else:
+        lines.append("  (no case is complete yet)")
+    projected = [c for c in ranked if c.projection is not None]
+    if projected:
+        lines += ["", "Projected for the targets (from the means above, not measured):"]
+        lines.append(
+            table(
+                ["case", "jobs", "at once", "GPU-hours", "wall s", "in budget"],
+                [
+                    [
+                        str(c.case_index),
+                        "-" if c.projection is None or c.projection.jobs is None else str(c.projection.jobs),
+                        "-"
+                        if c.projection is None or c.projection.concurrent_jobs is None
+                        else str(c.projection.concurrent_jobs),
+                        _num(None if c.projection is None else c.projection.gpu_hours, 3),
+                        _num(None if c.projection is None else c.projection.wall_s, 0),
+                        "-"
+                        if c.projection is None or c.projection.within_budget is None
+                        else ("yes" if c.projection.within_budget else "no"),
+                    ]
+                    for c in projected
+                ],
+            )
+        )
+    if unranked:
+        lines += ["", "Not ranked:"]
+        lines += [f"  case {c.case_index} ({_case(c.case)}): {c.reason}" for c in unranked]
+    if analysis.best is not None:
+        best = analysis.cases[analysis.best]
+        lines += [
+            "",
+            f"Recommendation: case {best.case_index} ({_case(best.case)}), lowest GPU-hours per 1,000 records",
+        ]
+        if analysis.pareto:
+            lines.append(
+                f"Pareto set (throughput per GPU vs time to target): cases {', '.join(map(str, analysis.pareto))}"
+            )
+    evidence = {"live": "asked Slurm now", "cached": "last recorded observations", "none": "no scheduler evidence"}
+    lines += [
+        "",
+        f"evidence: {evidence[result.evidence]}"
+        + (f" ({result.scheduler_calls} calls)" if result.scheduler_calls else "")
+        + (f"; {result.scheduler_error}" if result.scheduler_error else ""),
+        f"analysis: {result.analysis_file}",
+    ]
+    if result.plot:
+        lines.append(f"plot: {result.plot}")
+    return "\n".join(lines)

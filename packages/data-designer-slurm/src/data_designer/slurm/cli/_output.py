@@ -38,10 +38,12 @@ def run(
     as_json: bool,
     debug: bool,
     exit_code: Callable[[ResultT], int] | None = None,
+    json_text: Callable[[ResultT], str] | None = None,
 ) -> None:
     """Call one service, print its result, and map any error to its exit code.
 
-    ``exit_code`` lets a command print a result and still exit non-zero (the status of a failed run). What
+    ``exit_code`` lets a command print a result and still exit non-zero (the status of a failed run); ``json_text``
+    replaces the result's JSON when a command prints a part of it canonically (``benchmark analyze``). What
     escapes this (a usage error, an error while rendering) is caught by the group's boundary (``_boundary``)
     and printed the same way, once."""
     from data_designer.slurm.contracts import SlurmExtensionError
@@ -53,7 +55,7 @@ def run(
     except (Exception, KeyboardInterrupt) as exc:  # the CLI boundary: anything unexpected becomes one error
         fail(unexpected(exc, operation, debug=debug), as_json=as_json, debug=debug)
     if as_json:
-        sys.stdout.write(result.model_dump_json() + "\n")
+        sys.stdout.write((json_text(result) if json_text is not None else result.model_dump_json()) + "\n")
     else:
         typer.echo(render(result))
     code = exit_code(result) if exit_code is not None else 0

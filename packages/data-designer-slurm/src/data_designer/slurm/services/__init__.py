@@ -71,3 +71,8 @@ from data_designer.slurm.services._benchmark_status import (  # noqa: E402 (appe
 )
 
 __all__ += ["benchmark_status", "find_benchmark", "list_benchmarks", "run_benchmark"]
+
+# Benchmarks: analyze (issue 16).
+from data_designer.slurm.services._benchmark_analyze import analyze_benchmark  # noqa: E402 (appended block)
+
+__all__ += ["analyze_benchmark"]

@@ -11,6 +11,7 @@ observations. A child not bound yet is ``not_bound``; a child run that cannot be
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from data_designer.slurm.contracts import (
@@ -20,6 +21,7 @@ from data_designer.slurm.contracts import (
     BenchmarkSummary,
     ChildState,
     NotFoundError,
+    RunStatus,
     RunSummary,
     SchedulerEvidence,
     SlurmExtensionError,
@@ -66,23 +68,9 @@ def benchmark_status(
     root = Path(cluster_profile.workspace_root)
     snapshot = read_benchmark(find_benchmark(root, bench))
     record = snapshot.record
-    with _collector_paused():
-        read = _read_children(root, snapshot, clock)
-        runs = [item for item in read.values() if isinstance(item, RunSnapshot)]
-        if refresh:
-            scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
-            seen = list(observe_runs(runs, scheduler, clock=clock))
-        else:
-            seen = [cached_observation(run) for run in runs]
-        now = clock()
-        summaries: dict[str, RunSummary] = {}
-        reasons: dict[str, str] = {}
-        for run, observed in zip(runs, seen, strict=True):
-            classified = _classify(run, observed, now, rules)
-            summaries[str(run.layout.run_id)] = _summary(run, classified)
-            why = "; ".join(dict.fromkeys(shard.reason for shard in classified.shards if shard.reason))
-            if why:
-                reasons[str(run.layout.run_id)] = why
+    scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+    view = observe_children(root, snapshot, scheduler, refresh=refresh, clock=clock, rules=rules)
+    read, summaries, reasons, seen = view.read, view.summaries, view.reasons, view.seen
     children: list[BenchmarkChildStatus] = []
     counts: dict[ChildState, int] = {}
     for child in record.children:
@@ -122,6 +110,48 @@ def benchmark_status(
         scheduler_calls=calls,
         scheduler_error=errors[0] if errors else None,
     )
+
+
+@dataclass(frozen=True)
+class ChildrenView:
+    """A benchmark's bound children read and classified: per child id what was read (a run snapshot, or a summary
+    saying why it could not be), per run id its status, summary and why; the observations used."""
+
+    read: dict[str, RunSnapshot | RunSummary]
+    statuses: dict[str, RunStatus]
+    summaries: dict[str, RunSummary]
+    reasons: dict[str, str]
+    seen: list[RunObservation]
+
+
+def observe_children(
+    root: Path,
+    snapshot: BenchmarkSnapshot,
+    scheduler: SlurmScheduler,
+    *,
+    refresh: bool,
+    clock: Clock,
+    rules: Rules | None,
+) -> ChildrenView:
+    """Read every bound child's run, observe all of them at once (or take their last observations), classify each
+    as ``status`` does. What ``benchmark status`` and ``benchmark analyze`` share."""
+    with _collector_paused():
+        read = _read_children(root, snapshot, clock)
+        runs = [item for item in read.values() if isinstance(item, RunSnapshot)]
+        seen = list(observe_runs(runs, scheduler, clock=clock)) if refresh else [cached_observation(r) for r in runs]
+        now = clock()
+        statuses: dict[str, RunStatus] = {}
+        summaries: dict[str, RunSummary] = {}
+        reasons: dict[str, str] = {}
+        for run, observed in zip(runs, seen, strict=True):
+            classified = _classify(run, observed, now, rules)
+            key = str(run.layout.run_id)
+            statuses[key] = classified
+            summaries[key] = _summary(run, classified)
+            why = "; ".join(dict.fromkeys(shard.reason for shard in classified.shards if shard.reason))
+            if why:
+                reasons[key] = why
+    return ChildrenView(read, statuses, summaries, reasons, seen)
 
 
 def _evidence(seen: list[RunObservation], refresh: bool) -> SchedulerEvidence:

@@ -1,0 +1,24 @@
+"""The benchmark analysis: pure measurement of children's validated evidence (``analyze``) and its encodings."""
+
+from data_designer.slurm.runtime.analysis._analyze import (
+    DIGITS,
+    AttemptEvidence,
+    Capacity,
+    ChildEvidence,
+    analyze,
+    evidence_digest,
+)
+from data_designer.slurm.runtime.analysis._encode import CSV_HEADER, STAT_METRICS, analysis_csv, analysis_json
+
+__all__ = [
+    "CSV_HEADER",
+    "DIGITS",
+    "STAT_METRICS",
+    "AttemptEvidence",
+    "Capacity",
+    "ChildEvidence",
+    "analysis_csv",
+    "analysis_json",
+    "analyze",
+    "evidence_digest",
+]

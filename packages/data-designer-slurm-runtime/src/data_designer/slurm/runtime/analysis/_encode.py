@@ -1,0 +1,95 @@
+"""The analysis as bytes: canonical JSON and a CSV with a fixed, documented header (one row per case).
+
+Both are deterministic for an analysis (and so for its evidence): JSON is the planner's canonical encoding (sorted
+keys, no whitespace, UTF-8); CSV has the columns of :data:`CSV_HEADER` in that order, ``\\n`` line ends, numbers as
+Python prints them (``repr`` of a float, shortest round-trip), empty cells for unknown values, ``true``/``false``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from data_designer.slurm.contracts import BenchmarkAnalysis, CaseAnalysis, Stat
+from data_designer.slurm.planner import canonical_json
+
+STAT_METRICS = (
+    "records_per_s",
+    "records_per_s_per_gpu",
+    "output_tokens_per_s",
+    "requests_per_s",
+    "boot_s",
+    "generation_s",
+    "wall_s",
+    "gpu_hours_per_1k",
+)
+"""The per-case statistics, each as three columns: ``<metric>_mean``, ``<metric>_std``, ``<metric>_n``."""
+
+CSV_HEADER: tuple[str, ...] = (
+    "case_index",
+    "case",
+    "children",
+    "complete",
+    "reason",
+    "gpus",
+    *(f"{metric}_{part}" for metric in STAT_METRICS for part in ("mean", "std", "n")),
+    "time_to_target_s",
+    "projected_jobs",
+    "projected_gpu_hours",
+    "projected_wall_s",
+    "within_budget",
+    "pareto",
+    "best",
+)
+"""The CSV's columns, fixed: ``case`` is ``label=value`` per axis joined by ``;``, ``children`` the child indices
+joined by ``;``; projections are empty when the benchmark sets no targets or the case is not ranked."""
+
+
+def analysis_json(analysis: BenchmarkAnalysis) -> bytes:
+    """The canonical JSON of the analysis (what ``--format json`` prints and ``analyses/`` keeps)."""
+    return canonical_json(analysis.model_dump(mode="json"))
+
+
+def analysis_csv(analysis: BenchmarkAnalysis) -> str:
+    """One row per case under :data:`CSV_HEADER`."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_HEADER)
+    for case in analysis.cases:
+        writer.writerow(_row(case))
+    return out.getvalue()
+
+
+def _row(case: CaseAnalysis) -> list[str]:
+    projection = case.projection
+    cells: list[object] = [
+        case.case_index,
+        ";".join(f"{label}={_cell(value)}" for label, value in case.case),
+        ";".join(str(i) for i in case.children),
+        case.complete,
+        case.reason,
+        case.gpus,
+    ]
+    for metric in STAT_METRICS:
+        stat: Stat = getattr(case, metric)
+        cells += [stat.mean, stat.std, stat.n]
+    cells += [
+        case.time_to_target_s,
+        None if projection is None else projection.jobs,
+        None if projection is None else projection.gpu_hours,
+        None if projection is None else projection.wall_s,
+        None if projection is None else projection.within_budget,
+        case.pareto,
+        case.best,
+    ]
+    return [_cell(cell) for cell in cells]
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)

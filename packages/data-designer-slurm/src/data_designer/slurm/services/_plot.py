@@ -1,0 +1,97 @@
+"""``benchmark analyze --plot FILE.png``: throughput per GPU against GPU-hours per 1,000 records, one marker per case.
+
+matplotlib comes with the ``plot`` extra (``pip install "data-designer-slurm[plot]"``) and is imported only here,
+only when a plot is asked for, with the Agg backend (no display). Ranked cases are filled circles with error bars
+of one standard deviation over repeats on both axes, the Pareto set is joined by a line and the best case ringed;
+cases that are not complete are drawn as crosses at what their measured repeats give (or listed in the legend when
+none was measured). The PNG carries no timestamp or version: the same analysis gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from data_designer.slurm.contracts import BenchmarkAnalysis, CaseAnalysis, InvalidInputError
+
+INSTALL_HINT = 'install the plot extra: pip install "data-designer-slurm[plot]"'
+_DPI = 100
+_SIZE = (8.0, 5.5)
+
+
+def write_plot(analysis: BenchmarkAnalysis, path: Path) -> Path:
+    """Draw the analysis into ``path`` (a .png); InvalidInputError (exit 2) without matplotlib or for another suffix."""
+    if path.suffix.lower() != ".png":
+        raise InvalidInputError(
+            f"--plot {str(path)!r} is not a .png file",
+            code="plot_not_png",
+            key_path="--plot",
+            hint="name a file ending in .png",
+        )
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=_SIZE, dpi=_DPI)
+    try:
+        _draw(axes, analysis)
+        figure.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, format="png", metadata={"Software": None})
+    finally:
+        plt.close(figure)
+    return path
+
+
+def _pyplot() -> Any:
+    try:
+        matplotlib = importlib.import_module("matplotlib")
+    except ImportError as exc:
+        raise InvalidInputError(
+            "--plot needs matplotlib, which is not installed",
+            code="plot_extra_missing",
+            key_path="--plot",
+            hint=INSTALL_HINT,
+        ) from exc
+    matplotlib.use("Agg", force=True)
+    matplotlib.rcParams["svg.hashsalt"] = "data-designer-slurm"  # no random ids in any vector output either
+    return importlib.import_module("matplotlib.pyplot")
+
+
+def _point(case: CaseAnalysis) -> tuple[float, float] | None:
+    x, y = case.gpu_hours_per_1k.mean, case.records_per_s_per_gpu.mean
+    return None if x is None or y is None else (x, y)
+
+
+def _draw(axes: Any, analysis: BenchmarkAnalysis) -> None:
+    unplotted: list[str] = []
+    for case in analysis.cases:
+        label = f"{case.case_index}: " + " ".join(f"{k}={v}" for k, v in case.case)
+        point = _point(case)
+        if point is None:
+            unplotted.append(label + " (no measured repeat)")
+            continue
+        if case.complete:
+            axes.errorbar(
+                point[0],
+                point[1],
+                xerr=case.gpu_hours_per_1k.std or 0.0,
+                yerr=case.records_per_s_per_gpu.std or 0.0,
+                fmt="o",
+                capsize=3,
+                label=label,
+            )
+            if case.best:
+                axes.plot(point[0], point[1], "o", markersize=14, markerfacecolor="none", color="black")
+        else:
+            axes.plot(point[0], point[1], "x", color="grey", markersize=9, label=label + " (incomplete)")
+        axes.annotate(str(case.case_index), point, textcoords="offset points", xytext=(6, 6))
+    front = [analysis.cases[i] for i in analysis.pareto]
+    points = sorted(p for p in (_point(c) for c in front) if p is not None)
+    if len(points) > 1:
+        axes.plot([p[0] for p in points], [p[1] for p in points], "--", color="black", linewidth=1, label="Pareto set")
+    for label in unplotted:
+        axes.plot([], [], " ", label=label)
+    axes.set_xlabel("GPU-hours per 1,000 records (lower is cheaper)")
+    axes.set_ylabel("records/s per GPU (higher is faster)")
+    axes.set_title(f"benchmark {analysis.benchmark_id}")
+    axes.grid(True, linewidth=0.3)
+    axes.legend(fontsize="small", loc="best")
