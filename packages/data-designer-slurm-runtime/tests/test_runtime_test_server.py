@@ -3,8 +3,8 @@
 Every behaviour a supervisor or a router relies on is exercised on a real port: readiness (bound but
 refusing until the start delay passed, then ``ready HOST:PORT`` and ``/health``), OpenAI response
 shapes with whitespace-word usage, determinism across replicas, structured and code answers, API
-keys, errors, latency, concurrency, and the injected failures (crash at start, crash after N, bind
-failure, SIGTERM handling).
+keys, errors, latency, concurrency, and the injected failures (crash at start, once at start through a
+claim file, crash after N, bind failure, SIGTERM handling).
 """
 
 from __future__ import annotations
@@ -367,6 +367,40 @@ def test_crash_at_start_exits_nonzero_with_message() -> None:
     assert time.monotonic() - started >= 0.3
     assert result.stdout == ""
     assert "stub-server doomed: simulated crash at start (--crash-at-start)" in result.stderr
+
+
+def test_fail_once_at_start_fails_only_the_replica_that_creates_the_claim(
+    replicas: list[Replica], tmp_path: Path
+) -> None:
+    claim = tmp_path / "start.claim"
+    argv = [*stub_server_argv(StubServerConfig(model=MODEL, replica_id="first")), "--fail-once-at-start", str(claim)]
+    first = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert first.returncode == EXIT_CRASH_AT_START, first.stderr
+    assert first.stdout == ""
+    assert f"stub-server first: simulated crash at start (--fail-once-at-start: created {claim})" in first.stderr
+    assert claim.exists()
+
+    # Every later start (another replica, a retry) finds the claim and serves.
+    config = StubServerConfig(model=MODEL, replica_id="again")
+    process = subprocess.Popen(
+        [*stub_server_argv(config), "--fail-once-at-start", str(claim)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    replica = Replica(process, 0, read_line(process.stdout, 10))
+    replicas.append(replica)
+    assert replica.ready_line.startswith("ready 127.0.0.1:"), replica.ready_line
+    replica.port = int(replica.ready_line.rsplit(":", 1)[1])
+    assert call(replica.url, "/v1/chat/completions", chat("served"))[0] == 200
+
+
+def test_fail_once_at_start_in_a_missing_directory_is_a_bad_argument(tmp_path: Path) -> None:
+    claim = tmp_path / "absent" / "start.claim"
+    argv = [*stub_server_argv(StubServerConfig(model=MODEL, replica_id="r1")), "--fail-once-at-start", str(claim)]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == EXIT_BAD_ARGUMENTS
+    assert f"stub-server: cannot create the claim file {str(claim)!r}: No such file or directory" in result.stderr
 
 
 def test_crash_after_n_answers(replicas: list[Replica]) -> None:

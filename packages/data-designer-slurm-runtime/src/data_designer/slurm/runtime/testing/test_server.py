@@ -6,11 +6,18 @@ this module is only its command line. Output contract, for supervisors: stderr g
 ``ready HOST:PORT`` (flushed) once it listens, and the exit status is one of the ``EXIT_*`` constants
 (0 after SIGTERM or SIGINT). Do not import this module from the package ``__init__``: ``python -m``
 would then find it already imported and warn.
+
+``--fail-once-at-start PATH`` is the once-only startup failure: the replica that creates ``PATH`` exclusively
+exits :data:`EXIT_CRASH_AT_START` after the start delay, every later one (the other replicas, other runs, a
+retry) finds ``PATH`` and serves. An absolute ``PATH`` shared by a benchmark's children fails exactly one child
+once; a relative one is taken from the server's working directory (the run directory under the supervisor), so
+each run's first server fails once.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -52,6 +59,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--latency-s", type=float, default=0.0, help="seconds added to every inference request")
     parser.add_argument("--crash-at-start", action="store_true", help=f"exit {EXIT_CRASH_AT_START} after the delay")
     parser.add_argument(
+        "--fail-once-at-start",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"exit {EXIT_CRASH_AT_START} after the delay if this replica creates PATH first; else serve "
+        "(one failure at start, then every start and retry succeeds)",
+    )
+    parser.add_argument(
         "--crash-after", type=int, default=None, metavar="N", help=f"exit {EXIT_CRASHED} after N answered requests"
     )
     parser.add_argument(
@@ -87,7 +102,7 @@ def _config(args: argparse.Namespace) -> StubServerConfig:
     crash_after = args.crash_after
     if crash_after is not None and args.crash_claim is not None and not _claim(args.crash_claim):
         crash_after = None  # another replica claimed the crash
-    return StubServerConfig(
+    config = StubServerConfig(
         model=args.model,
         replica_id=args.replica_id,
         host=args.host,
@@ -102,6 +117,9 @@ def _config(args: argparse.Namespace) -> StubServerConfig:
         ignore_sigterm=args.ignore_sigterm,
         permissive=args.permissive,
     )
+    if args.fail_once_at_start is not None and not config.crash_at_start and _claim(args.fail_once_at_start):
+        return dataclasses.replace(config, crash_at_start=True)  # claimed last: a refused config consumes nothing
+    return config
 
 
 def _claim(path: Path) -> bool:
@@ -110,13 +128,16 @@ def _claim(path: Path) -> bool:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
     except FileExistsError:
         return False
+    except OSError as error:  # a missing directory is a bad argument, named, not a traceback
+        raise ValueError(f"cannot create the claim file {str(path)!r}: {error.strerror}") from None
     return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one replica until SIGTERM/SIGINT (0) or a failure; the status is one of the ``EXIT_*`` constants."""
+    args = _parser().parse_args(argv)
     try:
-        config = _config(_parser().parse_args(argv))
+        config = _config(args)
     except ValueError as error:
         print(f"stub-server: {error}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
@@ -130,7 +151,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if config.crash_at_start:
             time.sleep(config.start_delay_s)
-            print(f"stub-server {config.replica_id}: simulated crash at start (--crash-at-start)", file=sys.stderr)
+            cause = (
+                "--crash-at-start"
+                if args.crash_at_start
+                else f"--fail-once-at-start: created {args.fail_once_at_start}"
+            )
+            print(f"stub-server {config.replica_id}: simulated crash at start ({cause})", file=sys.stderr)
             return EXIT_CRASH_AT_START
         server.serve_forever(on_ready=_announce)
     except OSError as error:
