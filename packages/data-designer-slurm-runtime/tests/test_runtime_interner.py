@@ -137,3 +137,19 @@ def test_a_mutable_model_is_left_alone() -> None:
     assert interner.record(a) is a
     assert interner.record(b) is b
     assert a.model_fields_set is not b.model_fields_set
+
+
+def test_what_no_record_repeats_stops_being_looked_up_and_the_rest_is_still_shared() -> None:
+    interner = Interner()
+    records = [
+        interner.record(
+            Holder.model_validate_json(
+                f'{{"leaves": [{{"name": "same", "count": 1}}], "by_name": {{}}, '
+                f'"single": {{"name": "own-{number}", "count": {number}}}}}'
+            )
+        )
+        for number in range(40)
+    ]
+    assert all(record.leaves is records[0].leaves for record in records)
+    assert len({id(record.single) for record in records}) == 40
+    assert [record.single.name for record in records if record.single] == [f"own-{n}" for n in range(40)]
