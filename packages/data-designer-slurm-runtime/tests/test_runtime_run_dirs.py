@@ -54,6 +54,7 @@ from data_designer.slurm.runtime.testing import (
     outcome_cycle,
     register_run_jobs,
     write_run_directory,
+    write_shard_outcomes,
 )
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -252,6 +253,29 @@ def test_a_thousand_shards(tmp_path: Path) -> None:
     assert len(os.listdir(layout.shards_dir)) == 1000
     assert files["manifest.json"] == files["status.json"] == files["part-00000.parquet"] == 1000
     assert sum(files.values()) == 12 * 1000
+
+
+def _shard_files(layout: RunLayout) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(layout.shards_dir)): path.read_bytes()
+        for path in sorted(layout.shards_dir.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_write_shard_outcomes_finishes_a_submitted_run_as_write_run_directory_would(tmp_path: Path) -> None:
+    written = write_run_directory(tmp_path, shards=14, outcome=EVERY, clock=lambda: NOW, max_array_size=5)
+    expected = _shard_files(written)
+    written.run_dir.rename(tmp_path / "kept")
+    submitted = write_run_directory(
+        tmp_path, shards=14, outcome=lambda _: "pending", clock=lambda: NOW, max_array_size=5
+    )
+    assert submitted.run_dir == written.run_dir
+    assert _shard_files(submitted) == {}
+    write_shard_outcomes(submitted, outcome=EVERY, clock=lambda: NOW)
+    assert _shard_files(submitted) == expected  # every chunk's job and task, byte for byte
+    with pytest.raises(FileExistsError):  # every file is created exclusively: a finished shard stays as it is
+        write_shard_outcomes(submitted, clock=lambda: NOW)
 
 
 def test_fake_slurm_answers_for_the_runs_jobs(mixed: RunLayout) -> None:

@@ -17,6 +17,8 @@ in-tree OpenAI-compatible test server (real HTTP) that tests and the demo serve 
 :func:`write_run_directory` writes a realistic run directory (every record a real one) of any shard count in
 seconds, each shard as its :data:`ShardOutcome` leaves it, and :func:`register_run_jobs` puts the run's jobs into a
 :class:`FakeSlurm` in the matching task states, so run-state readers are tested and benchmarked without Slurm.
+:func:`write_shard_outcomes` writes the same shard files into a run that ``execute`` or ``benchmark run``
+submitted (a benchmark's children, finished).
 """
 
 from data_designer.slurm.runtime.testing._attempts import assign_attempt
@@ -42,6 +44,7 @@ from data_designer.slurm.runtime.testing._run_dirs import (
     parquet_part,
     register_run_jobs,
     write_run_directory,
+    write_shard_outcomes,
 )
 from data_designer.slurm.runtime.testing._runners import CountingRunner, OutageRunner, ReplyLosingRunner
 from data_designer.slurm.runtime.testing._shims import (
@@ -111,5 +114,6 @@ __all__ = [
     "wait_for_record",
     "with_client_argv",
     "write_run_directory",
+    "write_shard_outcomes",
     "writer_run",
 ]

@@ -265,6 +265,31 @@ def outcome_cycle(outcomes: Sequence[ShardOutcome]) -> Callable[[int], ShardOutc
     return lambda shard: chosen[shard % len(chosen)]
 
 
+def write_shard_outcomes(
+    layout: RunLayout, *, outcome: Callable[[int], ShardOutcome] | None = None, clock: Clock | None = None
+) -> None:
+    """Write what each shard's first attempt leaves (``outcome(shard)``, default succeeded) into a run that
+    ``execute`` or ``benchmark run`` already wrote and submitted (its ``plan.json``, ``run.json`` and
+    ``submissions/``, read back here), as :func:`write_run_directory` does for the runs it writes itself. The
+    attempts start after the run's first submission; ``clock()`` ("now") times a ``running`` shard's heartbeat.
+    The run must have no attempt yet: every file is created exclusively."""
+    plan = ExecutionPlan.model_validate_json(layout.plan_record.read_bytes())
+    run = _read_ok(layout.run_record, RUN_SCHEMA)
+    submissions = [
+        _read_ok(layout.submission_record(n), SUBMISSION_SCHEMA) for n in sequence_numbers(layout.submissions_dir)
+    ]
+    if not submissions:
+        raise InternalError(f"{str(layout.run_dir)!r} has no submission record", code="not_submitted")
+    jobs = {job.job_name: job for submission in submissions for job in submission.jobs}
+    now = (clock or system_clock)()
+    writer = _ShardWriter(layout, plan, now=now, submitted=submissions[0].submitted_at)
+    shard_plans = {s.shard: s for s in plan.shards}
+    pick = outcome or _all_succeeded
+    for chunk in run.unit.chunks:
+        for task in chunk.tasks:
+            writer.write(shard_plans[task.shard], jobs[chunk.job_name], task.index, pick(task.shard))
+
+
 def register_run_jobs(
     cluster: FakeCluster, layout: RunLayout, *, outcome: Callable[[int], ShardOutcome] | None = None
 ) -> tuple[str, ...]:
