@@ -67,6 +67,10 @@ def analyze_benchmark(
     ``plot``: also write the PNG there (needs the ``plot`` extra: matplotlib, imported only then). Errors: the
     profile's (exit 2/3), no such benchmark (exit 3), the plot extra missing (exit 2). A scheduler that cannot be
     asked leaves children classified from their records (``unknown_children`` counts those left unknown)."""
+    if plot is not None:
+        from data_designer.slurm.services._plot import check_plot  # matplotlib only under --plot
+
+        check_plot(Path(plot))  # a wrong suffix or a missing extra fails before any read or scheduler call
     profile_path, loaded = load_profile_file(profile, environ=environ)
     _, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
     root = Path(cluster_profile.workspace_root)

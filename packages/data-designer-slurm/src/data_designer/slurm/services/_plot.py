@@ -10,6 +10,7 @@ none was measured). The PNG carries no timestamp or version: the same analysis g
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,17 @@ _DPI = 100
 _SIZE = (8.0, 5.5)
 
 
-def write_plot(analysis: BenchmarkAnalysis, path: Path) -> Path:
-    """Draw the analysis into ``path`` (a .png); InvalidInputError (exit 2) without matplotlib or for another suffix."""
+@dataclass
+class Drawn:
+    """What :func:`draw` put on the axes: each case's marker artist, the cases without a point, the Pareto line."""
+
+    markers: dict[int, Any] = field(default_factory=dict)
+    unplotted: list[int] = field(default_factory=list)
+    pareto_line: Any = None
+
+
+def check_plot(path: Path) -> None:
+    """Fail early (InvalidInputError, exit 2) for a path that is not a .png or when matplotlib is missing."""
     if path.suffix.lower() != ".png":
         raise InvalidInputError(
             f"--plot {str(path)!r} is not a .png file",
@@ -29,10 +39,16 @@ def write_plot(analysis: BenchmarkAnalysis, path: Path) -> Path:
             key_path="--plot",
             hint="name a file ending in .png",
         )
+    _pyplot()
+
+
+def write_plot(analysis: BenchmarkAnalysis, path: Path) -> Path:
+    """Draw the analysis into ``path`` (a .png); InvalidInputError (exit 2) without matplotlib or for another suffix."""
+    check_plot(path)
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=_SIZE, dpi=_DPI)
     try:
-        _draw(axes, analysis)
+        draw(axes, analysis)
         figure.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(path, format="png", metadata={"Software": None})
@@ -61,16 +77,19 @@ def _point(case: CaseAnalysis) -> tuple[float, float] | None:
     return None if x is None or y is None else (x, y)
 
 
-def _draw(axes: Any, analysis: BenchmarkAnalysis) -> None:
+def draw(axes: Any, analysis: BenchmarkAnalysis) -> Drawn:
+    """Draw ``analysis`` on matplotlib ``axes``; returns the artists drawn per case (tests inspect them)."""
+    drawn = Drawn()
     unplotted: list[str] = []
     for case in analysis.cases:
         label = f"{case.case_index}: " + " ".join(f"{k}={v}" for k, v in case.case)
         point = _point(case)
         if point is None:
             unplotted.append(label + " (no measured repeat)")
+            drawn.unplotted.append(case.case_index)
             continue
         if case.complete:
-            axes.errorbar(
+            bars = axes.errorbar(
                 point[0],
                 point[1],
                 xerr=case.gpu_hours_per_1k.std or 0.0,
@@ -79,15 +98,19 @@ def _draw(axes: Any, analysis: BenchmarkAnalysis) -> None:
                 capsize=3,
                 label=label,
             )
+            drawn.markers[case.case_index] = bars.lines[0]
             if case.best:
                 axes.plot(point[0], point[1], "o", markersize=14, markerfacecolor="none", color="black")
         else:
-            axes.plot(point[0], point[1], "x", color="grey", markersize=9, label=label + " (incomplete)")
+            (cross,) = axes.plot(point[0], point[1], "x", color="grey", markersize=9, label=label + " (incomplete)")
+            drawn.markers[case.case_index] = cross
         axes.annotate(str(case.case_index), point, textcoords="offset points", xytext=(6, 6))
     front = [analysis.cases[i] for i in analysis.pareto]
     points = sorted(p for p in (_point(c) for c in front) if p is not None)
     if len(points) > 1:
-        axes.plot([p[0] for p in points], [p[1] for p in points], "--", color="black", linewidth=1, label="Pareto set")
+        (drawn.pareto_line,) = axes.plot(
+            [p[0] for p in points], [p[1] for p in points], "--", color="black", linewidth=1, label="Pareto set"
+        )
     for label in unplotted:
         axes.plot([], [], " ", label=label)
     axes.set_xlabel("GPU-hours per 1,000 records (lower is cheaper)")
@@ -95,3 +118,4 @@ def _draw(axes: Any, analysis: BenchmarkAnalysis) -> None:
     axes.set_title(f"benchmark {analysis.benchmark_id}")
     axes.grid(True, linewidth=0.3)
     axes.legend(fontsize="small", loc="best")
+    return drawn
