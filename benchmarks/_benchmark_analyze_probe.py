@@ -5,7 +5,7 @@
 
 - ``service``: the imports (process start, the first line below, to after ``import data_designer.slurm.services``)
   and one ``services.analyze_benchmark(BENCH, profile=ROOT/profile.yaml, runner=fake, clock=fake.clock)`` are
-  timed apart. Between them, untimed and reported apart, the setup: a fresh ``runtime.testing.FakeSlurm`` told
+  timed apart, in wall and in CPU seconds (the process's, which a loaded machine does not inflate as much). Between them, untimed and reported apart, the setup: a fresh ``runtime.testing.FakeSlurm`` told
   about every child's jobs by ``register_run_jobs`` (all ``COMPLETED`` an hour ago, so ``squeue`` no longer lists
   them and ``sacct`` does). The fake's calls made during the analysis are counted by tool.
 - ``cli``: what the ``data-designer`` console script does (``data_designer.cli.main.main()``) for ``data-designer
@@ -19,6 +19,7 @@
 import time
 
 START = time.perf_counter()
+START_CPU = time.process_time()
 
 import sys  # noqa: E402  (after the clock on purpose)
 
@@ -34,6 +35,7 @@ def service(root: str, bench: str) -> dict[str, object]:
     import data_designer.slurm.services
 
     imported = time.perf_counter()
+    imported_cpu = time.process_time()
     heavy_at_import = heavy_modules()
     setup_start = time.perf_counter()
     from collections import Counter
@@ -52,11 +54,11 @@ def service(root: str, bench: str) -> dict[str, object]:
     modules_before_call = set(sys.modules)
     calls_before = len(fake.calls)
 
-    call_start = time.perf_counter()
+    call_start, call_cpu = time.perf_counter(), time.process_time()
     result = data_designer.slurm.services.analyze_benchmark(
         bench, profile=Path(root) / "profile.yaml", runner=fake, clock=fake.clock, environ={}
     )
-    call_s = time.perf_counter() - call_start
+    call_s, call_cpu_s = time.perf_counter() - call_start, time.process_time() - call_cpu
 
     analysis = result.analysis
     states = Counter(child.state for child in analysis.children)
@@ -64,6 +66,8 @@ def service(root: str, bench: str) -> dict[str, object]:
         "imports_s": imported - START,
         "setup_s": setup_s,
         "call_s": call_s,
+        "imports_cpu_s": imported_cpu - START_CPU,
+        "call_cpu_s": call_cpu_s,
         "jobs": jobs,
         "calls_seen": dict(Counter(argv[0] for argv in fake.calls[calls_before:] if argv)),
         "scheduler_calls_seen": sum(1 for argv in fake.calls[calls_before:] if argv and argv[0] in SCHEDULER_TOOLS),

@@ -172,7 +172,8 @@ def figures_of(fixture: Fixture, samples: Sequence[Sample], where: str) -> list[
     mismatch = "" if last["scheduler_calls_seen"] == last["scheduler_calls"] else " (MISMATCH with scheduler_calls)"
     wall_note = (
         f"imports {_median(samples, 'imports_s'):.3f}s + analyze_benchmark {call:.3f}s (medians of {len(samples)}; "
-        f"walls {', '.join(f'{w:.3f}' for w in walls)}); untimed setup {_median(samples, 'setup_s'):.2f}s "
+        f"walls {', '.join(f'{w:.3f}' for w in walls)}; CPU {_median(samples, 'imports_cpu_s'):.3f}s + "
+        f"{_median(samples, 'call_cpu_s'):.3f}s); untimed setup {_median(samples, 'setup_s'):.2f}s "
         f"(fake told of {last['jobs']} jobs); fixture built in {fixture.build_s:.1f}s, {where}; "
         f"{last['cases']} cases all ranked, {last['measured']} children measured, evidence {last['evidence']}"
     )
