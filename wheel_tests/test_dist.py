@@ -2,7 +2,7 @@
 
 Four wheels and four sdists at the lockstep version; each wheel ships only its own subpackages under the empty
 ``data_designer`` / ``data_designer.slurm`` namespaces, with ``py.typed``; siblings are pinned exactly; only the
-top leaf registers the ``slurm`` CLI extension; each sdist carries the sources, README and tests.
+top leaf registers the ``slurm`` CLI extension and has the ``plot`` extra (matplotlib, nothing else); each sdist carries the sources, README and tests.
 """
 
 from __future__ import annotations
@@ -94,6 +94,19 @@ def test_metadata_pins_siblings_exactly(name: str, wheel_path: Callable[[str], P
     assert bool(host) == (name in NEEDS_HOST)
     for requirement in host:
         assert requirement.specifier.contains(version.split("+", 1)[0], prereleases=True), requirement
+
+
+@pytest.mark.parametrize("name", DISTRIBUTIONS)
+def test_only_the_top_leaf_has_the_plot_extra_and_matplotlib_only_under_it(
+    name: str, wheel_path: Callable[[str], Path], version: str
+) -> None:
+    metadata = _metadata(wheel_path(name), name, version)
+    assert (metadata.get_all("Provides-Extra") or []) == (["plot"] if name == "data-designer-slurm" else [])
+    requirements = [Requirement(value) for value in metadata.get_all("Requires-Dist") or []]
+    plotting = [r for r in requirements if r.name == "matplotlib"]
+    assert [str(r.marker) for r in plotting] == (['extra == "plot"'] if name == "data-designer-slurm" else [])
+    for requirement in requirements:  # nothing else hides behind an extra, nothing heavy is unconditional
+        assert requirement.marker is None or requirement.name == "matplotlib", requirement
 
 
 @pytest.mark.parametrize("name", DISTRIBUTIONS)

@@ -33,6 +33,11 @@ def test_all_four_distributions_are_installed_at_our_version(version: str) -> No
     )
 
 
+def test_the_plain_install_does_not_pull_the_plot_extra() -> None:
+    """matplotlib comes only with ``data-designer-slurm[plot]``: neither install session asks for it."""
+    assert importlib.util.find_spec("matplotlib") is None
+
+
 def test_entry_point_registers_slurm() -> None:
     (entry_point,) = importlib.metadata.entry_points(group="data_designer.cli", name="slurm")
     assert entry_point.value == "data_designer.slurm.cli:command"
