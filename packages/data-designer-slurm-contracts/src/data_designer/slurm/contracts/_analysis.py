@@ -83,9 +83,7 @@ class Projection(BaseModel):
     concurrent_jobs: PositiveInt | None = Field(
         default=None, description="Jobs the GPU partition holds at once: its GPUs // the case's GPUs per job."
     )
-    wall_s: NonNegativeFloat | None = Field(
-        default=None, description="ceil(jobs / concurrent_jobs) x runtime per job."
-    )
+    wall_s: NonNegativeFloat | None = Field(default=None, description="ceil(jobs / concurrent_jobs) x runtime per job.")
     within_budget: bool | None = Field(default=None, description="gpu_hours <= the GPU budget, when one is set.")
     records_in_budget: NonNegativeInt | None = Field(
         default=None, description="Records the GPU budget buys: budget / gpu_hours_per_1k x 1000."
@@ -153,5 +151,7 @@ class AnalyzeResult(BaseModel):
     observed_at: str | None = Field(default=None, description="When the scheduler evidence was taken.")
     scheduler_calls: NonNegativeInt
     scheduler_error: str | None = None
-    unknown_children: NonNegativeInt = Field(description="Children left unknown (the scheduler could not say).")
+    unknown_children: NonNegativeInt = Field(
+        description="Children left unknown because the scheduler could not be asked (status's exit 5 rule)."
+    )
     plot: str | None = Field(default=None, description="The PNG written with --plot.")

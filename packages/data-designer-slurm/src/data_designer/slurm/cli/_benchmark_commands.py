@@ -362,7 +362,7 @@ def analyze(
     from data_designer.slurm.services import analyze_benchmark
 
     def exit_code(result: AnalyzeResult) -> int:
-        if result.unknown_children and result.evidence != "live":
+        if result.unknown_children:
             return EXIT_UNAVAILABLE
         return EXIT_CHECK_FAILED if check and not result.analysis.complete else 0
 

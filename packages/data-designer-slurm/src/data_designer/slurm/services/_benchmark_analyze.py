@@ -45,6 +45,7 @@ from data_designer.slurm.services._benchmark_status import (
     observe_children,
 )
 from data_designer.slurm.services._profile import load_profile_file, select_cluster
+from data_designer.slurm.services._status import is_unavailable
 
 ANALYSES_DIR = "analyses"
 _OPERATION = "benchmark.analyze"
@@ -97,7 +98,7 @@ def analyze_benchmark(
         observed_at=max(observed) if observed else None,
         scheduler_calls=calls,
         scheduler_error=errors[0] if errors else None,
-        unknown_children=sum(1 for child in analysis.children if child.state == "unknown"),
+        unknown_children=sum(1 for status in view.statuses.values() if is_unavailable(status)),
         plot=plotted,
     )
 

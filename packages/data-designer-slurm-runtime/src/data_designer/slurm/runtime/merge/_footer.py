@@ -90,20 +90,27 @@ class FooterScan:
 
     def footer(self, *, num_rows: int, groups: int, elements: bytes) -> bytes:
         """This footer with the row count and the row groups (``groups`` encoded ``elements``) replaced."""
+        return b"".join(self.footer_pieces(num_rows=num_rows, groups=groups, elements=[elements]))
+
+    def footer_pieces(self, *, num_rows: int, groups: int, elements: list[bytes]) -> list[bytes]:
+        """:meth:`footer` as the pieces to write one after another (the encoded row groups are not joined: a file
+        of many parts writes them without a second copy of its footer in memory)."""
         data = self.data
-        spans = sorted(
+        spans: list[tuple[tuple[int, int], list[bytes]]] = sorted(
             [
-                (self._num_rows_span, _zigzag(num_rows)),
-                (self._groups_span, list_header(groups, STRUCT) + elements),
-            ]
+                (self._num_rows_span, [_zigzag(num_rows)]),
+                (self._groups_span, [list_header(groups, STRUCT), *elements]),
+            ],
+            key=lambda item: item[0],
         )
         pieces: list[bytes] = []
         cursor = 0
         for (start, end), replacement in spans:
-            pieces += (data[cursor:start], replacement)
+            pieces.append(data[cursor:start])
+            pieces += replacement
             cursor = end
         pieces.append(data[cursor:])
-        return b"".join(pieces)
+        return pieces
 
     def statistics(self, group: int, column: int) -> ColumnStatistics | None:
         """The statistics of one column chunk (None when it has none)."""

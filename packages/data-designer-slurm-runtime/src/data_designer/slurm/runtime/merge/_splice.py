@@ -95,8 +95,14 @@ class SpliceWriter:
     def _close_file(self) -> None:
         if self._sink is None or self._template is None:
             return
-        encoded = self._template.footer(num_rows=self._rows, groups=self._groups, elements=b"".join(self._row_groups))
-        self._write(encoded + struct.pack("<I", len(encoded)) + MAGIC)
+        pieces = self._template.footer_pieces(num_rows=self._rows, groups=self._groups, elements=self._row_groups)
+        self._row_groups = []  # held by ``pieces`` only, written piece by piece: never a joined copy of the footer
+        length = 0
+        for piece in pieces:
+            self._write(piece)
+            length += len(piece)
+        del pieces
+        self._write(struct.pack("<I", length) + MAGIC)
         self._sink.close()
         self.files.append(
             MergeFile(
