@@ -45,7 +45,7 @@ from data_designer.slurm.services._benchmark_status import (
     observe_children,
 )
 from data_designer.slurm.services._profile import load_profile_file, select_cluster
-from data_designer.slurm.services._status import is_unavailable
+from data_designer.slurm.services._status import _collector_paused, is_unavailable
 
 ANALYSES_DIR = "analyses"
 _OPERATION = "benchmark.analyze"
@@ -79,10 +79,11 @@ def analyze_benchmark(
     snapshot = read_benchmark(layout)
     record = snapshot.record
     scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
-    view = observe_children(root, snapshot, scheduler, refresh=refresh, clock=clock, rules=rules)
-    evidence = _children_evidence(snapshot.children, record, view)
-    analysis = analyze(record, evidence, capacity=_capacity(record, view))
-    written = persist(layout, analysis)
+    with _collector_paused():  # as status does: at 1,000 children the collector's passes were 15-20% of the CPU
+        view = observe_children(root, snapshot, scheduler, refresh=refresh, clock=clock, rules=rules)
+        evidence = _children_evidence(snapshot.children, record, view)
+        analysis = analyze(record, evidence, capacity=_capacity(record, view))
+        written = persist(layout, analysis)
     plotted = None
     if plot is not None:
         from data_designer.slurm.services._plot import write_plot  # matplotlib only under --plot
