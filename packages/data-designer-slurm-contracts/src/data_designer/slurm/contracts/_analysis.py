@@ -124,7 +124,7 @@ class BenchmarkAnalysis(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1] = ANALYSIS_SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     benchmark_id: str
     name: str
     digest: str
