@@ -22,6 +22,7 @@ An interner lives as long as one read: dropped with it, it keeps nothing alive.
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from dataclasses import dataclass
@@ -163,21 +164,31 @@ class Interner:
         return value, _UNSHARED
 
     def _plan(self, kind: type[BaseModel]) -> _Plan:
-        strings: list[str] = []
-        nested: list[tuple[int, str]] = []
-        frozen = keyed = bool(kind.model_config.get("frozen"))
-        for position, (name, field) in enumerate(kind.model_fields.items()):
-            annotation = _without_none(field.annotation)
-            if annotation is str:
-                strings.append(name)
-            elif _holds_models(annotation):
-                nested.append((position, name))
-            elif not _exact(annotation):
-                keyed = False
-        plan = _Plan(frozen, set(kind.model_fields), tuple(strings), tuple(nested), keyed, keyed and not nested)
+        frozen, fields, strings, nested, keyed = _static_plan(kind)
+        plan = _Plan(frozen, set(fields), strings, nested, keyed, keyed and not nested)
         plan.string_hits = [0] * len(strings)
         self._plans[kind] = plan
         return plan
+
+
+@functools.cache
+def _static_plan(
+    kind: type[BaseModel],
+) -> tuple[bool, frozenset[str], tuple[str, ...], tuple[tuple[int, str], ...], bool]:
+    """What a class's annotations say (frozen, field names, str fields, nested fields, keyed): the same for every
+    read, so worked out once per process; each read's :class:`_Plan` starts from it and prunes its own copy."""
+    strings: list[str] = []
+    nested: list[tuple[int, str]] = []
+    frozen = keyed = bool(kind.model_config.get("frozen"))
+    for position, (name, field) in enumerate(kind.model_fields.items()):
+        annotation = _without_none(field.annotation)
+        if annotation is str:
+            strings.append(name)
+        elif _holds_models(annotation):
+            nested.append((position, name))
+        elif not _exact(annotation):
+            keyed = False
+    return frozen, frozenset(kind.model_fields), tuple(strings), tuple(nested), keyed
 
 
 def _prune(plan: _Plan) -> None:
