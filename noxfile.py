@@ -124,8 +124,8 @@ def _stale_files(name: str) -> list[str]:
     return sorted(path for path in built.keys() | source.keys() if built.get(path) != source.get(path))
 
 
-def _require_current_dist(session: nox.Session) -> None:
-    """Fail unless dist/ holds exactly one wheel per distribution, built from the current working tree."""
+def _dist_problems() -> list[str]:
+    """Why dist/ is not exactly one wheel per distribution built from the current working tree (empty: it is)."""
     problems: list[str] = []
     for name in DISTRIBUTIONS:
         try:
@@ -135,6 +135,12 @@ def _require_current_dist(session: nox.Session) -> None:
             continue
         if stale:
             problems.append(f"{name}: wheel differs from src for {', '.join(stale)}")
+    return problems
+
+
+def _require_current_dist(session: nox.Session) -> None:
+    """Fail unless dist/ holds exactly one wheel per distribution, built from the current working tree."""
+    problems = _dist_problems()
     if problems:
         session.error("dist/ is missing or stale (run `uv run nox -s build`):\n  " + "\n  ".join(problems))
 
@@ -391,6 +397,73 @@ def docs(session: nox.Session) -> None:
         "--fern-bin",
         str(fern),
         env={"FERN_NO_VERSION_REDIRECTION": "true", "FERN_DISABLE_TELEMETRY": "true"},
+    )
+
+
+REAL_CLUSTER_ENABLE = "DDSLURM_REAL_CLUSTER"
+REAL_CLUSTER_PROFILE = "DDSLURM_REAL_PROFILE"
+REAL_CLUSTER_VENV = "DDSLURM_REAL_VENV"
+
+
+@nox.session(default=False)
+def real_cluster(session: nox.Session) -> None:
+    """A 4-child benchmark end to end on the cluster a profile names, from the built wheels (not in the default list).
+
+    Needs ``DDSLURM_REAL_CLUSTER=1`` and ``DDSLURM_REAL_PROFILE=/path/profile.yaml`` (it fails, never skips, without
+    them). Builds dist/ unless it is current, makes a fresh venv (``.nox/fresh/real_cluster-venv``, or
+    ``$DDSLURM_REAL_VENV``, which must be on the shared filesystem: the profile's ``compute_python.interpreter`` is its
+    ``bin/python``), installs ``data-designer[slurm]`` and the plot extra from dist/ as users do, and runs
+    ``scripts/real-cluster-benchmark`` with it: ``benchmark run``, a bounded poll of ``benchmark status``,
+    ``benchmark analyze --check --format json --plot``; it fails unless every child succeeded and the analysis is
+    complete. ``DDSLURM_REAL_ENGINE=test-server`` uses the in-tree test server (``.ci/run`` does so on the local
+    cluster), else vLLM with a small model; the script's docstring lists the other variables.
+    """
+    missing = [
+        f"{name}={want}"
+        for name, want in ((REAL_CLUSTER_ENABLE, "1"), (REAL_CLUSTER_PROFILE, "/path/profile.yaml"))
+        if not os.environ.get(name) or (name == REAL_CLUSTER_ENABLE and os.environ[name] != "1")
+    ]
+    if missing:
+        session.error(
+            f"real_cluster runs a benchmark on a real Slurm cluster: set {' and '.join(missing)} "
+            "(see scripts/real-cluster-benchmark)"
+        )
+    profile = Path(os.environ[REAL_CLUSTER_PROFILE]).resolve()
+    if not profile.is_file():
+        session.error(
+            f"{REAL_CLUSTER_PROFILE}={profile} is not a file: write one with 'data-designer slurm profile init'"
+        )
+    if _dist_problems():
+        build(session)
+    _require_current_dist(session)
+    if os.environ.get(REAL_CLUSTER_VENV):
+        venv = Path(os.environ[REAL_CLUSTER_VENV]).resolve()
+        shutil.rmtree(venv, ignore_errors=True)
+        session.run("uv", "venv", "--quiet", "--python", PYTHON, "--seed", str(venv), external=True)
+    else:
+        venv = _fresh_venv(session, "venv", pip=True)
+    plot_requirement = f"{TOP_LEAF}[plot]=={VERSION}"
+    _pip(
+        session,
+        venv,
+        "install",
+        "--progress-bar=off",
+        "--quiet",
+        "--pre",
+        "--find-links",
+        str(DIST),
+        EXTRA_REQUIREMENT,
+        plot_requirement,
+    )
+    script = ROOT / "scripts" / "real-cluster-benchmark"
+    session.run(
+        str(venv / "bin" / "python"),
+        str(script),
+        "--profile",
+        str(profile),
+        *session.posargs,
+        env=_venv_env(venv),
+        external=True,
     )
 
 
