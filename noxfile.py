@@ -9,6 +9,9 @@ pytest in ``tests``, to ``benchmarks/run.py`` in ``benchmarks``).
   distributions (third-party packages and the host ``data-designer`` come from PyPI), and run the checks in
   ``wheel_tests/`` with that venv's own pytest.
 
+real_cluster (not in the default list; needs DDSLURM_REAL_CLUSTER=1 and DDSLURM_REAL_PROFILE) runs a benchmark on a
+real cluster from the built wheels; ``.ci/run`` runs it on the local cluster after ``bash scripts/test``.
+
 uv never downloads an interpreter here: ``UV_PYTHON_DOWNLOADS=never``, and venvs use the machine's Python 3.11.
 """
 
