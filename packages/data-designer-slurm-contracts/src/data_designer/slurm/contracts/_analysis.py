@@ -81,9 +81,15 @@ class Projection(BaseModel):
     jobs: NonNegativeInt | None = Field(default=None, description="ceil(total_records / records_per_job).")
     gpu_hours: NonNegativeFloat | None = Field(default=None, description="gpu_hours_per_1k x total_records / 1000.")
     concurrent_jobs: PositiveInt | None = Field(
-        default=None, description="Jobs the GPU partition holds at once: its GPUs // the case's GPUs per job."
+        default=None,
+        description="Jobs the GPU partition holds at once: exclusive, its nodes // the case's nodes; else its GPUs // "
+        "the case's GPUs (at least 1).",
     )
-    wall_s: NonNegativeFloat | None = Field(default=None, description="ceil(jobs / concurrent_jobs) x runtime per job.")
+    wall_s: NonNegativeFloat | None = Field(
+        default=None,
+        description="ceil(jobs / concurrent_jobs) x runtime per job; without a runtime target, boot_s + "
+        "total_records / (records_per_s x concurrent_jobs).",
+    )
     within_budget: bool | None = Field(default=None, description="gpu_hours <= the GPU budget, when one is set.")
     records_in_budget: NonNegativeInt | None = Field(
         default=None, description="Records the GPU budget buys: budget / gpu_hours_per_1k x 1000."
