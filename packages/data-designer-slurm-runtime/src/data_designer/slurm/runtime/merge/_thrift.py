@@ -4,7 +4,8 @@ Parquet stores its footer in the Thrift compact protocol, which is self-describi
 type, so a footer can be decoded without the Parquet IDL into a tree of :class:`Struct` (fields in their order),
 :class:`ThriftList` and :class:`ThriftMap` values, changed in a few known places (offsets), and encoded back. An
 unchanged tree encodes to the bytes it was decoded from (fields keep their order, types and short/long headers as
-Thrift's C++ writer chooses them), which the tests check on real footers.
+Thrift's C++ writer chooses them), which the tests check on real footers. The merge itself rewrites footers with
+the byte-level walker of ``_footer`` (no objects); this codec is the reference its output is tested against.
 """
 
 from __future__ import annotations
@@ -152,9 +153,7 @@ def _zigzag(value: int, out: bytearray) -> None:
 
 
 def _value(kind: int, value: object, out: bytearray) -> None:
-    if isinstance(value, Raw):
-        out += value.data
-    elif kind in (TRUE, FALSE, BYTE):
+    if kind in (TRUE, FALSE, BYTE):
         assert isinstance(value, int)
         out.append(value & 0xFF)
     elif kind in _INTEGERS:
@@ -212,145 +211,3 @@ def encode_struct(value: Struct) -> bytes:
     out = bytearray()
     _struct_into(value, out)
     return bytes(out)
-
-
-@dataclass
-class Raw:
-    """A value kept as its encoded bytes (decoded only as far as needed to find its end): written back verbatim."""
-
-    data: bytes
-
-
-Spec = dict[int, "Spec | None"]
-"""Which fields of a struct to decode: field id -> the spec of a nested struct (or of a list's struct elements),
-or None for a plain value. Fields not named stay :class:`Raw`."""
-
-
-def decode_partial(data: bytes, spec: Spec, *, known: dict[int, bytes] | None = None) -> Struct:
-    """Like :func:`decode_struct`, but only the fields ``spec`` names are decoded; every other field is kept as
-    :class:`Raw` bytes, found by skipping (no object is built for them). Encodes back to the same bytes.
-
-    ``known``: top-level field id -> the encoded value it most likely holds (the previous footer's schema): when the
-    bytes there start with it, it is taken without walking it. Compact encodings are self-delimiting, so a value
-    whose bytes begin with a whole encoded value is that value."""
-    reader = _Reader(data)
-    result = _partial_struct(reader, spec, known or {})
-    if reader.pos != len(data):
-        raise ThriftError(f"{len(data) - reader.pos} bytes after the struct")
-    return result
-
-
-def _partial_struct(reader: _Reader, spec: Spec, known: dict[int, bytes] | None = None) -> Struct:
-    out = Struct()
-    last = 0
-    data = reader.data
-    while True:
-        header = reader.byte()
-        kind = header & 0x0F
-        if kind == STOP:
-            return out
-        delta = header >> 4
-        fid = last + delta if delta else reader.zigzag()
-        last = fid
-        if kind in (TRUE, FALSE):
-            out.fields.append((fid, kind, kind))
-            continue
-        if fid in spec:
-            nested = spec[fid]
-            if nested is None:
-                out.fields.append((fid, kind, reader.value(kind)))
-            elif kind == STRUCT:
-                out.fields.append((fid, kind, _partial_struct(reader, nested)))
-            elif kind in (LIST, SET):
-                head = reader.byte()
-                size, element = head >> 4, head & 0x0F
-                if size == 15:
-                    size = reader.varint()
-                if element != STRUCT:
-                    raise ThriftError(f"field {fid}: a list of {element}, not of structs")
-                values: list[object] = [_partial_struct(reader, nested) for _ in range(size)]
-                out.fields.append((fid, kind, ThriftList(element, values, kind)))
-            else:
-                raise ThriftError(f"field {fid}: type {kind} cannot hold a struct")
-            continue
-        start = reader.pos
-        guess = known.get(fid) if known else None
-        if guess is not None and data.startswith(guess, start):
-            reader.pos = start + len(guess)
-            out.fields.append((fid, kind, Raw(guess)))
-            continue
-        _skip(reader, kind)
-        out.fields.append((fid, kind, Raw(data[start : reader.pos])))
-
-
-def _skip(reader: _Reader, kind: int) -> None:
-    try:
-        reader.pos = _skip_at(reader.data, reader.pos, kind)
-    except IndexError as exc:
-        raise ThriftError("truncated") from exc
-    if reader.pos > len(reader.data):
-        raise ThriftError("truncated")
-
-
-def _varint_end(data: bytes, pos: int) -> int:
-    while data[pos] & 0x80:
-        pos += 1
-    return pos + 1
-
-
-def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        current = data[pos]
-        pos += 1
-        result |= (current & 0x7F) << shift
-        if not current & 0x80:
-            return result, pos
-        shift += 7
-
-
-def _skip_at(data: bytes, pos: int, kind: int) -> int:
-    """The position after a value of ``kind`` at ``pos`` (the footer's hot path: plain indexing, no objects)."""
-    if kind in (I16, I32, I64):
-        return _varint_end(data, pos)
-    if kind == BINARY:
-        length, pos = _varint_at(data, pos)
-        return pos + length
-    if kind == STRUCT:
-        while True:
-            header = data[pos]
-            pos += 1
-            inner = header & 0x0F
-            if inner == STOP:
-                return pos
-            if not header >> 4:
-                pos = _varint_end(data, pos)
-            if inner not in (TRUE, FALSE):
-                pos = _skip_at(data, pos, inner)
-    if kind in (LIST, SET):
-        head = data[pos]
-        pos += 1
-        size, element = head >> 4, head & 0x0F
-        if size == 15:
-            size, pos = _varint_at(data, pos)
-        if element in (I16, I32, I64):
-            for _ in range(size):
-                pos = _varint_end(data, pos)
-            return pos
-        for _ in range(size):
-            pos = _skip_at(data, pos, element)
-        return pos
-    if kind in (TRUE, FALSE, BYTE):
-        return pos + 1
-    if kind == DOUBLE:
-        return pos + 8
-    if kind == MAP:
-        size, pos = _varint_at(data, pos)
-        if size:
-            types = data[pos]
-            pos += 1
-            for _ in range(size):
-                pos = _skip_at(data, pos, types >> 4)
-                pos = _skip_at(data, pos, types & 0x0F)
-        return pos
-    raise ThriftError(f"unknown compact type {kind}")
