@@ -84,6 +84,17 @@ from data_designer.slurm.contracts._errors import (
     UnavailableError,
 )
 from data_designer.slurm.contracts._execution import ExecuteResult
+from data_designer.slurm.contracts._images import (
+    IMAGE_STATES,
+    ImageAdded,
+    ImageAddOutcome,
+    ImageInfo,
+    ImageList,
+    ImageRemoved,
+    ImageState,
+    ImageSummary,
+    IntegrityCheck,
+)
 from data_designer.slurm.contracts._limits import (
     MAX_ALLOCATION_GPUS,
     MAX_BENCHMARK_CHILDREN,
@@ -229,6 +240,7 @@ __all__ = [
     "EXCERPT_LIMIT",
     "EXIT_CODE_BY_CATEGORY",
     "FROZEN",
+    "IMAGE_STATES",
     "LISTED_RUN_STATES",
     "LOG_STEPS",
     "MAX_ALLOCATION_GPUS",
@@ -316,9 +328,17 @@ __all__ = [
     "GpuRequestStyle",
     "HttpEndpoint",
     "HuggingFaceCache",
+    "ImageAddOutcome",
+    "ImageAdded",
     "ImageAxis",
+    "ImageInfo",
+    "ImageList",
     "ImagePlan",
     "ImageRecord",
+    "ImageRemoved",
+    "ImageState",
+    "ImageSummary",
+    "IntegrityCheck",
     "InternalError",
     "InterruptError",
     "InvalidInputError",
