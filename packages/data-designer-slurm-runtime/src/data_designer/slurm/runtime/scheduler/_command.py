@@ -4,7 +4,8 @@ Every ``sbatch``, ``squeue``, ``sacct``, ``scancel``, ``scontrol``, ``sinfo`` an
 call goes through a :class:`CommandRunner`. The production runner, :class:`SubprocessRunner`,
 runs an argv (never a shell) with a timeout on every call and returns a :class:`CommandResult`
 value: it never raises for a failing, missing or hanging command; the adapter decides what a
-failure means.
+failure means. It starts only the programs it is built for: the Slurm commands by default, or another
+allowlist (``programs=``; the image inspection's ``unsquashfs``).
 
 Environment allowlist. A child process sees only these variables:
 
@@ -119,6 +120,7 @@ class SubprocessRunner:
         overrides: Mapping[str, str] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         umask: int | None = None,
+        programs: frozenset[str] = SLURM_COMMANDS,
     ) -> None:
         base = dict(os.environ if env is None else env)
         base.update(overrides or {})
@@ -126,6 +128,7 @@ class SubprocessRunner:
         self._monotonic = monotonic
         # sbatch hands its umask to the job (SLURM_UMASK): the workspace's, so slurm-*.out is as private as the run
         self._umask = -1 if umask is None else umask
+        self._programs = programs
 
     @property
     def environment(self) -> Mapping[str, str]:
@@ -140,12 +143,12 @@ class SubprocessRunner:
         environment: Mapping[str, str] | None = None,
     ) -> CommandResult:
         args = tuple(argv)
-        if not args or os.path.basename(args[0]) not in SLURM_COMMANDS:
+        if not args or os.path.basename(args[0]) not in self._programs:
             raise InternalError(
-                f"refusing to run {args[:1]!r}: not a Slurm command",
+                f"refusing to run {args[:1]!r}: not one of this runner's programs",
                 code="command_not_allowed",
                 operation="run_slurm_command",
-                hint=f"use one of {sorted(SLURM_COMMANDS)}",
+                hint=f"use one of {sorted(self._programs)}",
             )
         if timeout_s <= 0:
             raise InternalError(f"timeout must be positive, got {timeout_s!r}", operation="run_slurm_command")

@@ -19,12 +19,22 @@ seconds, each shard as its :data:`ShardOutcome` leaves it, and :func:`register_r
 :class:`FakeSlurm` in the matching task states, so run-state readers are tested and benchmarked without Slurm.
 :func:`write_shard_outcomes` writes the same shard files into a run that ``execute`` or ``benchmark run``
 submitted (a benchmark's children, finished).
+
+:func:`write_root_fs`, :func:`build_squashfs` (the real ``mksquashfs``) and :func:`wrap_in_sif` (a minimal SIF
+writer, the mirror of the runtime's parser) build real small container images with chosen site-packages versions.
 """
 
 from data_designer.slurm.runtime.testing._attempts import assign_attempt
 from data_designer.slurm.runtime.testing._fake_slurm import FailureMode, FakeSlurm
 from data_designer.slurm.runtime.testing._fake_state import Behaviour, FakeCluster
 from data_designer.slurm.runtime.testing._harness import ClusterHarness, FakeHarness
+from data_designer.slurm.runtime.testing._images import (
+    build_squashfs,
+    squashfs_tools_missing,
+    wrap_in_sif,
+    write_dist_info,
+    write_root_fs,
+)
 from data_designer.slurm.runtime.testing._plans import (
     STAND_IN_MODULE,
     TEST_SERVER,
@@ -98,6 +108,7 @@ __all__ = [
     "StubModelServer",
     "StubServerConfig",
     "assign_attempt",
+    "build_squashfs",
     "closed_port",
     "command_lines",
     "install_shims",
@@ -109,10 +120,14 @@ __all__ = [
     "register_run_jobs",
     "request_digest",
     "run_logs",
+    "squashfs_tools_missing",
     "stand_in_argv",
     "stub_server_argv",
     "wait_for_record",
     "with_client_argv",
+    "wrap_in_sif",
+    "write_dist_info",
+    "write_root_fs",
     "write_run_directory",
     "write_shard_outcomes",
     "writer_run",
