@@ -49,6 +49,14 @@ class ImageRecord(BaseModel):
     path: str
     kind: Literal["squashfs", "sif", "other"] = "other"
     digest: str | None = None
+    role: Literal["serving", "client"] | None = Field(default=None, description="As registered ('image add --role').")
+    python: str | None = Field(default=None, description="The image's Python (e.g. 3.11); None: undetermined.")
+    versions: dict[str, str | None] | None = Field(
+        default=None,
+        description="What the registry's inspection found, per distribution (vllm, data-designer, ours): its "
+        "version, or None where undetermined. None: not inspected, and the planner checks nothing of the image "
+        "(as of an image named by absolute path).",
+    )
 
 
 class Unresolved(BaseModel):

@@ -44,6 +44,7 @@ from data_designer.slurm.planner._argv import client_argv, command_argv, vllm_ar
 from data_designer.slurm.planner._dd_config import read_dd_config
 from data_designer.slurm.planner._digest import MAX_RUN_SEED, canonical_json_data, derive_sampler_seed
 from data_designer.slurm.planner._document import Document
+from data_designer.slurm.planner._images import Installation, client_problems, role_warning, serving_problems
 from data_designer.slurm.planner._layout import PackingError, chunk_shards, pack_replicas, shard_ranges
 from data_designer.slurm.planner._limits import run_limit_problems
 from data_designer.slurm.planner._model_names import model_mismatches, served_model
@@ -75,13 +76,16 @@ def compile(
     config: Document,
     facts: ClusterFacts | None = None,
     images: Iterable[ImageRecord] | None = None,
+    installation: Installation | None = None,
 ) -> ExecutionPlan:
     """The execution plan of ``run`` on ``profile`` (cluster ``cluster``) with its Data Designer ``config`` document.
 
     ``config`` comes from :func:`resolve_config` (the inline mapping, or the text of the config file).
 
     ``facts`` are what the runtime probed (GPUs per node, MaxArraySize); ``images`` the registry, or None
-    when it cannot be read (a dry run): every image named from the registry is then unresolved.
+    when it cannot be read: every image named from the registry is then unresolved. A registered image's
+    inspection is checked against its use (``_images``): a client image against ``installation``, the
+    submitting installation (default: this version, any ``data-designer``).
     """
     over = run_limit_problems(run)  # before anything proportional to a count is built
     if over:
@@ -109,9 +113,10 @@ def compile(
     aliases = _check_aliases(run, summary, len(shards), config.file, problems, warnings)
     warnings.extend(model_mismatches(run, summary))
 
-    replicas = _replicas(run, profile, packing_gpus, registry, problems, unresolved)
-    launcher, compute_image = _launcher(profile, registry, problems, unresolved)
-    client = _client(run, profile, aliases, summary, replicas, compute_image, registry, problems, unresolved)
+    resolver = _Images(profile, registry, installation or Installation(), problems, unresolved, warnings)
+    replicas = _replicas(run, profile, packing_gpus, resolver, problems)
+    launcher, compute_image = _launcher(profile, resolver, problems)
+    client = _client(run, profile, aliases, summary, replicas, compute_image, resolver, problems)
 
     # Authored sbatch options as sbatch reads them (abbreviations and short letters resolved), never a reserved one.
     authored = (
@@ -329,9 +334,8 @@ def _replicas(
     run: RunSpec,
     profile: ClusterProfile,
     gpus_per_node: int | None,
-    registry: Mapping[str, ImageRecord] | None,
+    images: _Images,
     problems: _Problems,
-    unresolved: list[Unresolved],
 ) -> list[ReplicaPlan]:
     requests: list[tuple[str, int, int]] = []  # (alias, replica, gpus)
     for alias, deployment in run.deployments.items():
@@ -351,8 +355,8 @@ def _replicas(
                 f"use at most {gpus_per_node} GPUs per replica, or a multiple of {gpus_per_node}",
             )
             return []
-    images = {
-        alias: _image(d.image, f"deployments.{alias}.image", profile, registry, problems, unresolved)
+    deployment_images = {
+        alias: images.resolve(d.image, f"deployments.{alias}.image", serving=(alias, isinstance(d, VllmDeployment)))
         for alias, d in run.deployments.items()
     }
     base_env = _environment(profile)
@@ -386,53 +390,78 @@ def _replicas(
                 requires_api_key=True,
                 health_path=health,
                 startup_timeout_s=deployment.startup_timeout_s,
-                image=images[alias],
+                image=deployment_images[alias],
             )
         )
     return out
 
 
-def _image(
-    reference: str | None,
-    key_path: str,
-    profile: ClusterProfile,
-    registry: Mapping[str, ImageRecord] | None,
-    problems: _Problems,
-    unresolved: list[Unresolved],
-) -> ImagePlan | None:
-    if reference is None:
-        return None
-    if profile.container_runtime == "none":
-        problems.add(
-            "no_container_runtime",
-            key_path,
-            f"image {excerpt(reference)} is set but the cluster profile's container_runtime is 'none'",
-            "remove the image, or set container_runtime to 'pyxis' or 'apptainer' in the profile",
-        )
-        return None
-    runtime = profile.container_runtime
-    if reference.startswith("/"):
-        return ImagePlan(reference=reference, path=reference, runtime=runtime)
-    record = registry.get(reference) if registry is not None else None
-    if record is None:
-        unresolved.append(
-            Unresolved(
-                what="image",
-                key_path=key_path,
-                detail=f"image {reference!r} is named, and the image registry "
-                + ("was not read" if registry is None else "has no image of that name"),
-                hint=f"register it with 'data-designer slurm image add {reference} ...', or give an absolute path",
+class _Images:
+    """Resolves image references against the registry and checks each registered image against its use."""
+
+    def __init__(
+        self,
+        profile: ClusterProfile,
+        registry: Mapping[str, ImageRecord] | None,
+        installation: Installation,
+        problems: _Problems,
+        unresolved: list[Unresolved],
+        warnings: list[PlanWarning],
+    ) -> None:
+        self.profile = profile
+        self.registry = registry
+        self.installation = installation
+        self.problems = problems
+        self.unresolved = unresolved
+        self.warnings = warnings
+
+    def resolve(
+        self, reference: str | None, key_path: str, *, serving: tuple[str, bool] | None = None
+    ) -> ImagePlan | None:
+        """The image ``reference`` names at ``key_path``; ``serving`` is (alias, is a vllm deployment) for a
+        deployment's image, None for the client's or the compute image."""
+        if reference is None:
+            return None
+        profile = self.profile
+        if profile.container_runtime == "none":
+            self.problems.add(
+                "no_container_runtime",
+                key_path,
+                f"image {excerpt(reference)} is set but the cluster profile's container_runtime is 'none'",
+                "remove the image, or set container_runtime to 'pyxis' or 'apptainer' in the profile",
             )
-        )
-        return ImagePlan(reference=reference, runtime=runtime)
-    return ImagePlan(reference=reference, path=record.path, digest=record.digest, runtime=runtime)
+            return None
+        runtime = profile.container_runtime
+        if reference.startswith("/"):
+            return ImagePlan(reference=reference, path=reference, runtime=runtime)
+        record = self.registry.get(reference) if self.registry is not None else None
+        if record is None:
+            self.unresolved.append(
+                Unresolved(
+                    what="image",
+                    key_path=key_path,
+                    detail=f"image {reference!r} is named, and the image registry "
+                    + ("was not read" if self.registry is None else "has no image of that name"),
+                    hint=f"register it with 'data-designer slurm image add SOURCE --name {reference}', "
+                    "or give an absolute path",
+                )
+            )
+            return ImagePlan(reference=reference, runtime=runtime)
+        if serving is not None:
+            found = serving_problems(record, alias=serving[0], vllm=serving[1], runtime=runtime, key_path=key_path)
+        else:
+            found = client_problems(record, installation=self.installation, key_path=key_path)
+        self.problems.items.extend(found)
+        warning = role_warning(record, "serving" if serving is not None else "client", key_path)
+        if warning is not None:
+            self.warnings.append(warning)
+        return ImagePlan(reference=reference, path=record.path, digest=record.digest, runtime=runtime)
 
 
 def _launcher(
     profile: ClusterProfile,
-    registry: Mapping[str, ImageRecord] | None,
+    images: _Images,
     problems: _Problems,
-    unresolved: list[Unresolved],
 ) -> tuple[tuple[str, ...] | None, ImagePlan | None]:
     """The words the batch script execs before ``-m <supervisor>`` (None while the compute image is unresolved),
     and the compute image, if the profile names one."""
@@ -440,7 +469,7 @@ def _launcher(
     if python.interpreter is not None:
         return (python.interpreter,), None
     assert python.image is not None
-    image = _image(python.image, "compute_python.image", profile, registry, problems, unresolved)
+    image = images.resolve(python.image, "compute_python.image")
     if image is not None and profile.container_runtime != "apptainer":
         problems.add(
             "compute_image_runtime",
@@ -462,15 +491,14 @@ def _client(
     summary: ConfigSummary | None,
     replicas: Sequence[ReplicaPlan],
     compute_image: ImagePlan | None,
-    registry: Mapping[str, ImageRecord] | None,
+    images: _Images,
     problems: _Problems,
-    unresolved: list[Unresolved],
 ) -> ClientPlan:
     """The client worker: in the client image if set, else where the supervisor runs (interpreter or compute image)."""
     settings = run.client
     image = compute_image
     if settings.image is not None:
-        image = _image(settings.image, "client.image", profile, registry, problems, unresolved)
+        image = images.resolve(settings.image, "client.image")
     in_image = settings.image is not None or profile.compute_python.image is not None
     python = "python3" if in_image else (profile.compute_python.interpreter or "python3")
     endpoints = []

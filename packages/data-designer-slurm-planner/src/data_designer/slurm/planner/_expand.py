@@ -73,6 +73,7 @@ from data_designer.slurm.contracts import (
 from data_designer.slurm.planner._compile import compile
 from data_designer.slurm.planner._digest import canonical_json, sha256_digest
 from data_designer.slurm.planner._document import Document, format_key_path
+from data_designer.slurm.planner._images import Installation
 from data_designer.slurm.planner._limits import benchmark_limit_problems, benchmark_replicas_problem
 from data_designer.slurm.planner._vllm import check_engine_args
 
@@ -91,13 +92,14 @@ def expand(
     config: Document,
     facts: ClusterFacts | None = None,
     images: Iterable[ImageRecord] | None = None,
+    installation: Installation | None = None,
     source: Document | None = None,
     base_source: Document | None = None,
 ) -> BenchmarkPlan:
     """The benchmark plan of ``benchmark`` on ``profile`` (cluster ``cluster``).
 
     ``base`` is the base run (:func:`load_base_run`) and ``config`` its Data Designer config document
-    (:func:`resolve_config`); ``facts`` and ``images`` are as for :func:`compile` (``images=None``: a dry run).
+    (:func:`resolve_config`); ``facts``, ``images`` and ``installation`` are as for :func:`compile`.
     ``source`` and ``base_source`` are the parsed benchmark and base run files, when the caller has them: they
     give problems their lines.
     """
@@ -126,7 +128,9 @@ def expand(
         described = ", ".join(f"{label}={excerpt(value)}" for label, value in case)
         run, applied = _child_run(benchmark, base, positions, valid, gpus_per_node, (number, described), state)
         try:
-            plan = compile(run, profile, cluster=cluster, config=config, facts=facts, images=registry)
+            plan = compile(
+                run, profile, cluster=cluster, config=config, facts=facts, images=registry, installation=installation
+            )
         except InvalidInputError as exc:
             for problem in exc.problems:
                 state.found(state.where.child_problem(problem, applied), number, described)
