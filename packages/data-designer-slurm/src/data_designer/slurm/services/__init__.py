@@ -76,3 +76,10 @@ __all__ += ["benchmark_status", "find_benchmark", "list_benchmarks", "run_benchm
 from data_designer.slurm.services._benchmark_analyze import analyze_benchmark  # noqa: E402 (appended block)
 
 __all__ += ["analyze_benchmark"]
+
+# Container images: image add, ls, info, rm (issue 17).
+from data_designer.slurm.services._image_info import image_info, list_images  # noqa: E402 (appended block)
+from data_designer.slurm.services._image_removal import remove_image  # noqa: E402 (appended block)
+from data_designer.slurm.services._images import add_image  # noqa: E402 (appended block)
+
+__all__ += ["add_image", "image_info", "list_images", "remove_image"]

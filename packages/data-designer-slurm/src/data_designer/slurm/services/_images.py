@@ -1,0 +1,276 @@
+"""``image add``, ``image ls`` and ``image info``: the workspace's image registry as Python operations.
+
+``add_image`` registers an existing SquashFS (pyxis/enroot) or SIF (apptainer) file: the path must be absolute (after
+``~`` expansion), name a regular file and not lie on a node-local memory filesystem; its format is told by its magic
+bytes (``hsqs`` at offset 0, ``SIF_MAGIC`` at offset 32 of a SIF's header). The sha256 is computed once
+(``runtime.images.cached_digest``, cached by file identity under ``images/<name>/digests/``), the image is inspected
+without running it (``runtime.images.inspect_image``) and the entry is written as generation 1, or as the next one
+with ``replace``. Without ``replace`` a name with a current image is a ConflictError (exit 4); two writers of one
+generation race on ``link(2)`` and the loser reads the registry again. A ``docker://`` reference is imported by a
+CPU job (``services._image_import``) and returns at once.
+
+``list_images`` reads the records only (no byte of an image, no stat). ``image_info`` checks the bytes cheaply: one
+``stat`` when the file's identity is the one it was hashed with, a full re-hash only when it changed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from data_designer.slurm.contracts import (
+    ClusterProfile,
+    ConflictError,
+    ImageAdded,
+    InvalidInputError,
+    UnavailableError,
+)
+from data_designer.slurm.contracts.records import ImageEntry, ImageFormat, ImageInspection, ImageRole
+from data_designer.slurm.runtime import CommandRunner, SubprocessRunner
+from data_designer.slurm.runtime.images import ImageHistory, ImageRegistry, cached_digest
+from data_designer.slurm.runtime.store import Clock, FileModes, modes_for, requester_from_environment, system_clock
+from data_designer.slurm.services._profile import load_profile_file, select_cluster
+
+REGISTRY_PREFIX = "docker://"
+SQUASHFS_MAGIC = b"hsqs"
+SIF_MAGIC = b"SIF_MAGIC\0"
+SIF_MAGIC_OFFSET = 32
+NODE_LOCAL_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
+"""Filesystems that live in one node's memory: an image there is not on the nodes that would run it."""
+_MAX_ATTEMPTS = 8
+_OPERATION = "image.add"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The selected cluster's workspace: its registry and the modes its files get."""
+
+    cluster: str
+    profile: ClusterProfile
+    registry: ImageRegistry
+    modes: FileModes
+
+
+def open_workspace(
+    profile: str | Path | None, cluster: str | None, environ: Mapping[str, str] | None
+) -> tuple[Path, Workspace]:
+    path, loaded = load_profile_file(profile, environ=environ)
+    name, cluster_profile = select_cluster(loaded, cluster, file=str(path))
+    registry = ImageRegistry(cluster_profile.workspace_root)
+    return path, Workspace(name, cluster_profile, registry, modes_for(cluster_profile.workspace_sharing))
+
+
+def add_image(
+    source: str,
+    *,
+    name: str,
+    role: ImageRole = "serving",
+    replace: bool = False,
+    profile: str | Path | None = None,
+    cluster: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    runner: CommandRunner | None = None,
+    clock: Clock = system_clock,
+) -> ImageAdded:
+    """Register ``source`` (an absolute SquashFS or SIF path, or ``docker://...``) as image ``name``.
+
+    ``runner`` runs ``unsquashfs`` for a file's inspection (default: a subprocess runner allowed only that program),
+    and the Slurm commands for a ``docker://`` import (default: those on PATH).
+    Errors: a relative, missing, non-regular, node-local or unrecognised file, or a bad name, exit 2; a name with a
+    current image without ``replace``, exit 4; the profile's errors; a filesystem that refuses, exit 5.
+    """
+    _, workspace = open_workspace(profile, cluster, environ)
+    registry = workspace.registry
+    registry.name_dir(name)  # a name that is no path component fails here, before anything is read
+    if source.startswith(REGISTRY_PREFIX):
+        from data_designer.slurm.services._image_import import submit_import
+
+        return submit_import(
+            source,
+            name=name,
+            role=role,
+            replace=replace,
+            workspace=workspace,
+            environ=environ,
+            clock=clock,
+            runner=runner,
+        )
+    path = image_path(source)
+    image_format = detect_format(path)
+    check_shared(path, Path(workspace.profile.workspace_root))
+    _refuse_current(registry.history(name), replace=replace, file=str(path))
+    digest = cached_digest(path, registry.digests_dir(name), workspace.modes, clock=clock)
+    inspection = _inspect(path, image_format, runner, environ)
+    requester = requester_from_environment(os.environ if environ is None else environ, clock=clock)
+    for _ in range(_MAX_ATTEMPTS):
+        history = registry.history(name)
+        current = _refuse_current(history, replace=replace, file=str(path))
+        entry = ImageEntry(
+            name=name,
+            generation=history.highest + 1,
+            role=role,
+            format=image_format,
+            source=source,
+            source_kind=image_format,
+            path=str(path),
+            size=digest.identity.size,
+            identity=digest.identity,
+            sha256=digest.sha256,
+            inspection=inspection,
+            added_by=requester,
+        )
+        if registry.write_generation(entry, workspace.modes, clock=clock):
+            return ImageAdded(
+                entry=entry,
+                outcome="replaced" if current is not None else "registered",
+                registry_file=str(registry.generation_file(name, entry.generation)),
+                hashed=digest.hashed,
+            )
+    raise UnavailableError(  # every attempt lost its generation to another writer of the same name
+        f"image {name!r}: {_MAX_ATTEMPTS} generations were taken by other writers meanwhile",
+        code="image_contended",
+        operation=_OPERATION,
+        file=str(registry.name_dir(name)),
+        hint="another 'image add' of this name is running; wait for it, then run 'image info' or try again",
+    )
+
+
+def image_path(source: str) -> Path:
+    """``source`` as an absolute path to an existing regular file (exit 2 otherwise, 5 when it cannot be stat'ed)."""
+    path = Path(source).expanduser()
+    if not path.is_absolute():
+        raise InvalidInputError(
+            f"image file {source!r} is not an absolute path",
+            code="image_path_relative",
+            operation=_OPERATION,
+            key_path="SOURCE",
+            hint=f"give the absolute path on the shared filesystem, e.g. {str(Path.cwd() / source)!r}",
+        )
+    try:
+        info = os.stat(path)
+    except FileNotFoundError as exc:
+        raise InvalidInputError(
+            f"image file {str(path)!r} does not exist",
+            code="image_missing",
+            operation=_OPERATION,
+            file=str(path),
+            key_path="SOURCE",
+            hint="give the path of an existing SquashFS (.sqsh) or SIF (.sif) file, or a docker:// reference",
+        ) from exc
+    except OSError as exc:
+        raise UnavailableError(
+            f"cannot stat image file {str(path)!r}: {exc.strerror}",
+            code="filesystem_unavailable",
+            operation=_OPERATION,
+            file=str(path),
+        ) from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise InvalidInputError(
+            f"image file {str(path)!r} is not a regular file",
+            code="image_not_a_file",
+            operation=_OPERATION,
+            file=str(path),
+            key_path="SOURCE",
+            hint="give the image file itself (a SquashFS or SIF file), not a directory or device",
+        )
+    return path
+
+
+def detect_format(path: Path) -> ImageFormat:
+    """``squashfs`` or ``sif`` by the file's magic bytes; anything else is refused (exit 2) naming the file."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(SIF_MAGIC_OFFSET + len(SIF_MAGIC))
+    except OSError as exc:
+        raise UnavailableError(
+            f"cannot read image file {str(path)!r}: {exc.strerror}",
+            code="filesystem_unavailable",
+            operation=_OPERATION,
+            file=str(path),
+        ) from exc
+    if head[: len(SQUASHFS_MAGIC)] == SQUASHFS_MAGIC:
+        return "squashfs"
+    if head[SIF_MAGIC_OFFSET:] == SIF_MAGIC:
+        return "sif"
+    raise InvalidInputError(
+        f"image file {str(path)!r} is neither a SquashFS (magic 'hsqs') nor a SIF (magic 'SIF_MAGIC')",
+        code="image_format_unknown",
+        operation=_OPERATION,
+        file=str(path),
+        key_path="SOURCE",
+        hint="give a SquashFS made by 'enroot import' or mksquashfs, a SIF made by 'apptainer build', or a "
+        "docker:// reference to import",
+    )
+
+
+def check_shared(path: Path, workspace_root: Path) -> None:
+    """Refuse an image on a node-local memory filesystem (tmpfs, ramfs) that the workspace is not on: the nodes
+    that run it would not see the file. Elsewhere whether a filesystem is shared cannot be told from here."""
+    mounts = _mounts()
+    image_mount = _mount_of(path, mounts)
+    if image_mount is None or image_mount[1] not in NODE_LOCAL_FILESYSTEMS:
+        return
+    if _mount_of(workspace_root, mounts) == image_mount:
+        return
+    raise InvalidInputError(
+        f"image file {str(path)!r} is on {image_mount[0]!r}, a {image_mount[1]} filesystem in this node's memory",
+        code="image_not_shared",
+        operation=_OPERATION,
+        file=str(path),
+        key_path="SOURCE",
+        hint=f"copy the image to the shared filesystem (e.g. under {str(workspace_root)!r}) and add that path",
+    )
+
+
+def _mounts() -> list[tuple[str, str]]:
+    """(mount point, filesystem type) of every mount of this process (``/proc/self/mountinfo``; none if absent)."""
+    try:
+        text = Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    mounts = []
+    for line in text.splitlines():
+        fields = line.split()
+        if "-" in fields[6:]:
+            separator = fields.index("-", 6)
+            if len(fields) > separator + 1:
+                point = fields[4].encode().decode("unicode_escape")  # octal escapes such as \040 for a space
+                mounts.append((point, fields[separator + 1]))
+    return mounts
+
+
+def _mount_of(path: Path, mounts: list[tuple[str, str]]) -> tuple[str, str] | None:
+    real = os.path.realpath(path)
+    found = None
+    for point, kind in mounts:  # the last of equal mount points is the one on top
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and (found is None or len(point) >= len(found[0])):
+            found = (point, kind)
+    return found
+
+
+def _refuse_current(history: ImageHistory, *, replace: bool, file: str) -> ImageEntry | None:
+    current = history.current
+    if current is not None and not replace:
+        raise ConflictError(
+            f"image {history.name!r} is registered already (generation {current.generation}: {current.source})",
+            code="image_exists",
+            operation=_OPERATION,
+            file=file,
+            key_path="--name",
+            hint=f"pass --replace to register this file as generation {history.highest + 1} of {history.name!r}, "
+            "or choose another --name",
+        )
+    return current
+
+
+def _inspect(
+    path: Path, image_format: ImageFormat, runner: CommandRunner | None, environ: Mapping[str, str] | None
+) -> ImageInspection:
+    from data_designer.slurm.runtime.images import IMAGE_TOOLS, inspect_image
+
+    tools = runner if runner is not None else SubprocessRunner(env=environ, programs=IMAGE_TOOLS)
+    return inspect_image(path, image_format, tools)
