@@ -33,7 +33,7 @@ REQUEST = ImportScriptRequest(
     reference=parse_registry_reference("docker://nvcr.io#nvidia/pytorch:24.05-py3"),
     name="torch",
     generation=3,
-    target="/shared/ws/images/torch/imports/0003.sqsh",
+    target="/shared/ws/images/torch/imports/0003-1a2b3c4d.sqsh",
     workspace_root="/shared/ws",
     launcher=("/shared/venv/bin/python",),
 )
@@ -67,7 +67,7 @@ def test_the_script_is_valid_bash_and_ends_by_exec_ing_the_finish_step() -> None
         "3",
     ]
     assert 'enroot import -o "$partial" -- "$reference"' in text
-    assert "partial=/shared/ws/images/torch/imports/0003.sqsh.partial" in text
+    assert "partial=/shared/ws/images/torch/imports/0003-1a2b3c4d.sqsh.partial" in text
 
 
 def test_without_enroot_the_script_exits_127_naming_the_node_and_never_runs_the_finish_step(tmp_path: Path) -> None:

@@ -16,11 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from data_designer.slurm.contracts import ConflictError, ImageInfo, InvalidInputError, NotFoundError
+from data_designer.slurm.contracts import (
+    ConflictError,
+    ImageInfo,
+    InvalidInputError,
+    NotFoundError,
+    SlurmExtensionError,
+)
 from data_designer.slurm.contracts.records import IMAGE_SCHEMA, ImageEntry
 from data_designer.slurm.planner import ProfileTemplate, render_profile
 from data_designer.slurm.runtime import CommandResult, SubprocessRunner
-from data_designer.slurm.runtime.images import IMAGE_TOOLS, finish_import, import_paths
+from data_designer.slurm.runtime.images import IMAGE_TOOLS, ImportPaths, finish_import, import_paths
 from data_designer.slurm.runtime.store import RecordOk, read_record
 from data_designer.slurm.runtime.testing import FakeSlurm, build_squashfs, squashfs_tools_missing, write_root_fs
 from data_designer.slurm.services._image_import import import_state, submit_import
@@ -75,6 +81,11 @@ class Site:
             grace_s=GRACE_S,
         )
 
+    def paths(self, entry: ImageEntry) -> ImportPaths:
+        """The import's files, named with its job name's token."""
+        assert entry.import_job is not None
+        return import_paths(self.workspace.registry, entry.name, entry.generation, entry.import_job.job_name[-8:])
+
     def job(self, entry: ImageEntry) -> str:
         assert entry.import_job is not None
         return entry.import_job.job_id
@@ -100,9 +111,10 @@ def squashfs_tools() -> None:
 def test_add_submits_one_cpu_task_records_the_entry_and_returns_at_once(site: Site) -> None:
     entry = site.submit()
 
-    paths = import_paths(site.workspace.registry, "torch", 1)
+    paths = site.paths(entry)
     job = entry.import_job
     assert job is not None
+    assert paths.target.name == f"0001-{job.job_name[-8:]}.sqsh"
     assert (entry.generation, entry.source, entry.source_kind, entry.format) == (1, REFERENCE, "registry", "squashfs")
     assert (entry.sha256, entry.inspection, entry.identity) == (None, None, None)
     assert entry.path == str(paths.target)
@@ -294,7 +306,7 @@ def test_an_unreachable_slurm_is_unknown_not_importing(site: Site) -> None:
 
 def _enroot_output(site: Site, entry: ImageEntry, tmp_path: Path) -> Path:
     """What a successful ``enroot import -o PARTIAL`` leaves: a real SquashFS with site-packages metadata."""
-    paths = import_paths(site.workspace.registry, entry.name, entry.generation)
+    paths = site.paths(entry)
     root = write_root_fs(tmp_path / "rootfs", versions={"vllm": "0.8.5"})
     return build_squashfs(root, paths.partial)
 
@@ -309,7 +321,7 @@ def test_the_finish_step_records_the_completion_and_the_state_is_ready(site: Sit
     completion = finish_import(
         site.workspace.registry, "torch", 1, runner=SubprocessRunner(programs=IMAGE_TOOLS), environ=environ
     )
-    paths = import_paths(site.workspace.registry, "torch", 1)
+    paths = site.paths(entry)
     assert not paths.partial.exists()
     assert completion.generation == 2
     assert completion.path == str(paths.target)
@@ -345,7 +357,7 @@ def test_a_finish_step_that_lost_its_generation_writes_nothing_and_deletes_its_f
             environ={"SLURM_ARRAY_JOB_ID": site.job(entry)},
         )
     assert caught.value.info.code == "import_superseded"
-    assert not import_paths(site.workspace.registry, "torch", 1).target.exists()
+    assert not site.paths(entry).target.exists()
     assert site.workspace.registry.current("torch") is None
 
 
@@ -383,3 +395,18 @@ def test_an_unseen_job_while_sacct_does_not_answer_is_unknown_not_failed(site: S
     unknown = site.state(entry)
     assert unknown.state == "unknown"
     assert unknown.detail == "no scheduler evidence for job 1000 (sacct failed)"
+
+
+def test_a_refused_sbatch_records_nothing_and_leaves_no_script(site: Site) -> None:
+    site.fake.fail("sbatch")
+    site.fake.fail("squeue")
+    site.fake.fail("sacct")
+    with pytest.raises(SlurmExtensionError):
+        site.submit()
+    assert site.workspace.registry.history("torch").highest == 0
+    imports = site.workspace.registry.name_dir("torch") / "imports"
+    assert list(imports.iterdir()) == []
+    site.fake.heal()
+    entry = site.submit()  # a later try gets its own files
+    assert entry.generation == 1
+    assert site.paths(entry).script.is_file()

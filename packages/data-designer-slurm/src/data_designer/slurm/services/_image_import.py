@@ -1,8 +1,8 @@
 """``image add docker://...``: a one-task CPU job imports the reference; ``image info`` derives its state from evidence.
 
 :func:`submit_import` validates the reference (planner grammar, exit 2), renders the job's script
-(``planner.render_import_script``) into ``images/<name>/imports/<g:04d>.sbatch``, submits it on the profile's CPU
-partition (``runtime.jobs``: account, time limit, its log ``<g:04d>.log``) and writes generation ``g`` of the
+(``planner.render_import_script``) into ``images/<name>/imports/<g:04d>-<token>.sbatch``, submits it on the
+profile's CPU partition (``runtime.jobs``: account, time limit, its log ``<g:04d>-<token>.log``) and writes generation ``g`` of the
 name with ``import_job`` set before it returns; it never waits for the job. The job's finish step writes the
 completion (generation ``g + 1``, with the sha256 and the inspection).
 
@@ -58,11 +58,12 @@ LOG_TAIL_LINES = 3
 _OPERATION = "image.add"
 
 
-def import_job_name(workspace_root: str, name: str, generation: int, submitted_at: datetime) -> str:
-    """``dd-image-<name>-<g>-<token>``: the token (from the workspace, the name, the generation and the time) keeps
-    a lost sbatch reply's search by name from finding another workspace's import of the same name."""
+def import_token(workspace_root: str, name: str, generation: int, submitted_at: datetime) -> str:
+    """Eight hex digits from the workspace, the name, the generation and the time: the job name
+    ``dd-image-<name>-<g>-<token>`` (a lost sbatch reply's search by name cannot find another workspace's import
+    of the same name) and the import's file names (two submissions never share a file)."""
     seed = f"{workspace_root}\0{name}\0{generation}\0{submitted_at.isoformat()}".encode()
-    return f"{JOB_NAME_PREFIX}image-{name}-{generation}-{hashlib.sha256(seed).hexdigest()[:8]}"
+    return hashlib.sha256(seed).hexdigest()[:8]
 
 
 def submit_import(
@@ -100,7 +101,10 @@ def submit_import(
     history = registry.history(name)
     _refuse_current(history, replace=replace, file=source)
     generation = history.highest + 1
-    paths = import_paths(registry, name, generation)
+    submitted_at = clock()
+    token = import_token(str(registry.root), name, generation, submitted_at)
+    job_name = f"{JOB_NAME_PREFIX}image-{name}-{generation}-{token}"
+    paths = import_paths(registry, name, generation, token)
     make_directories(paths.directory, workspace.modes)  # Slurm writes the log in it, the job the image
     script = render_import_script(
         ImportScriptRequest(
@@ -113,8 +117,6 @@ def submit_import(
         )
     )
     publish_bytes_once(paths.script, script.encode("utf-8"), operation=_OPERATION, mode=workspace.modes.file)
-    submitted_at = clock()
-    job_name = import_job_name(str(registry.root), name, generation, submitted_at)
     job = CpuJob(
         job_name=job_name,
         script=script,
@@ -124,7 +126,11 @@ def submit_import(
         error=str(paths.log),
     )
     scheduler = SlurmScheduler(runner if runner is not None else cpu_job_runner(cluster, env=environ), clock=clock)
-    submitted = submit_cpu_job(scheduler, cluster, job, since=submitted_at - SINCE_SLACK, operation=_OPERATION)
+    try:
+        submitted = submit_cpu_job(scheduler, cluster, job, since=submitted_at - SINCE_SLACK, operation=_OPERATION)
+    except BaseException:
+        paths.script.unlink(missing_ok=True)  # nothing was submitted: no script without its entry
+        raise
     entry = ImageEntry(
         name=name,
         generation=generation,

@@ -2,7 +2,8 @@
 
 ``image add docker://...`` writes generation ``g`` of the name (``import_job`` set, no sha256 yet) and submits a
 one-task CPU job whose script (rendered by the planner) runs ``enroot import`` into
-``images/<name>/imports/<g:04d>.sqsh.partial`` and then execs the finish step. :func:`finish_import` runs on the
+``images/<name>/imports/<g:04d>-<token>.sqsh.partial`` (the token is the job name's: two submissions never share a
+file, not even one whose ``sbatch`` failed) and then execs the finish step. :func:`finish_import` runs on the
 compute node: it checks that generation ``g`` is this job's import, renames the partial file into place, hashes it
 once (:func:`cached_digest`, so ``image info`` re-checks it with one ``stat``), inspects it without running it and
 writes the completion as generation ``g + 1`` (write-once: when an ``image add --replace`` or an ``image rm`` took
@@ -24,7 +25,7 @@ from data_designer.slurm.planner import PARTIAL_SUFFIX
 from data_designer.slurm.runtime.images._digest import cached_digest
 from data_designer.slurm.runtime.images._registry import ImageRegistry
 from data_designer.slurm.runtime.scheduler._command import CommandRunner
-from data_designer.slurm.runtime.store import Clock, modes_of_directory, system_clock
+from data_designer.slurm.runtime.store import Clock, check_component, modes_of_directory, system_clock
 
 IMPORTS_DIR = "imports"
 ENTRY_WAIT_S = 30.0
@@ -46,9 +47,10 @@ class ImportPaths:
         return self.target.with_name(self.target.name + PARTIAL_SUFFIX)
 
 
-def import_paths(registry: ImageRegistry, name: str, generation: int) -> ImportPaths:
+def import_paths(registry: ImageRegistry, name: str, generation: int, token: str) -> ImportPaths:
+    """The files of the import that generation ``generation`` records, submitted with ``token``."""
     directory = registry.name_dir(name) / IMPORTS_DIR
-    stem = f"{generation:04d}"
+    stem = f"{generation:04d}-{check_component(token, 'import token')}"
     return ImportPaths(directory, directory / f"{stem}.sqsh", directory / f"{stem}.sbatch", directory / f"{stem}.log")
 
 
@@ -83,7 +85,7 @@ def finish_import(
     and inspection raise. Nothing is written unless the file was hashed and inspected.
     """
     entry = _import_entry(registry, name, generation, environ, clock=clock, sleep=sleep, wait_s=wait_s)
-    paths = import_paths(registry, name, generation)
+    paths = _paths_of(registry, entry)
     if not paths.partial.is_file():
         raise NotFoundError(
             f"enroot import left no image at {str(paths.partial)!r}",
@@ -159,3 +161,18 @@ def _import_entry(
             hint=f"see 'data-designer slurm image info {name}'",
         )
     return entry
+
+
+def _paths_of(registry: ImageRegistry, entry: ImageEntry) -> ImportPaths:
+    """The import's files from its entry; only ever inside the name's ``imports/`` (nothing else is renamed)."""
+    directory = registry.name_dir(entry.name) / IMPORTS_DIR
+    target = Path(entry.path or "")
+    if target.parent != directory or not target.name.endswith(".sqsh") or entry.import_job is None:
+        raise NotFoundError(
+            f"image {entry.name!r} generation {entry.generation} names no import file in {str(directory)!r}",
+            code="import_entry_missing",
+            operation=_OPERATION,
+            file=str(registry.generation_file(entry.name, entry.generation)),
+            hint=f"see 'data-designer slurm image info {entry.name}'",
+        )
+    return ImportPaths(directory, target, Path(entry.import_job.script), Path(entry.import_job.log))
