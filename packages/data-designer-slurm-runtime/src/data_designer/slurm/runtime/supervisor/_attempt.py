@@ -73,6 +73,7 @@ from data_designer.slurm.runtime.supervisor._environment import (
     check_environment,
 )
 from data_designer.slurm.runtime.supervisor._heartbeat import Heartbeat
+from data_designer.slurm.runtime.supervisor._images import check_images
 from data_designer.slurm.runtime.supervisor._preflight import check_external_endpoints, preflight_failure
 from data_designer.slurm.runtime.supervisor._replicas import (
     LOG_TAIL_LINES,
@@ -252,6 +253,7 @@ class Supervisor:
     def _run(self) -> None:
         check_digest(self.plan)
         check_environment(self.plan)
+        check_images(self.plan, self.layout.root, say=self.say, clock=self.clock)
         self._assign()
         if not self.assigned:
             self.write_attempt()

@@ -1,10 +1,10 @@
 """``python -m data_designer.slurm.runtime.supervisor --plan plan.json``: one shard's allocation, start to end.
 
 In order: read the plan, find this task's shard and attempt, claim the attempt directory, then run it
-(:class:`~data_designer.slurm.runtime.supervisor._attempt.Supervisor`): check the plan's digest and this
-environment, start every server replica as an ``srun`` step, wait for each to be healthy, publish the
-endpoints, run the client worker, and end with exactly one classified status (``status.json``) and exit
-code (:data:`EXIT_CODES`). Whatever happens, every step and the client are stopped before the supervisor
+(:class:`~data_designer.slurm.runtime.supervisor._attempt.Supervisor`): check the plan's digest, this
+environment and its registered images' bytes (``supervisor._images``), start every server replica as an ``srun``
+step, wait for each to be healthy, publish the endpoints, run the client worker, and end with exactly one
+classified status (``status.json``) and exit code (:data:`EXIT_CODES`). Whatever happens, every step and the client are stopped before the supervisor
 exits. SIGUSR1 (the time-limit warning), SIGTERM and SIGINT make it drain the client and end classified
 (``supervisor._stopping``).
 
