@@ -1,8 +1,10 @@
 """Dry-run services: compile a run (or expand a benchmark) against a profile, offline, and optionally write it out.
 
-No Slurm, no workspace and no image bytes: GPUs per node come from the profile (``auto`` stays
-unresolved), MaxArraySize is Slurm's default (1001) unless given, and the image registry is not
-read (images named from it stay unresolved; absolute paths pass). With ``cluster_check`` the cluster's
+No Slurm and no run directory: GPUs per node come from the profile (``auto`` stays unresolved), MaxArraySize is
+Slurm's default (1001) unless given. Registered images resolve from the workspace's registry as in ``execute``
+(``services._image_records``: the entries of the names used, each digest checked with one ``stat`` while the file's
+identity is the cached one), so a dry run and ``execute`` give the same plan digest; names the registry lacks stay
+unresolved, absolute paths pass unchecked. With ``cluster_check`` the cluster's
 facts are used instead (cached or asked, never written) and the plan is checked against them as
 ``execute`` checks it. The files the run names (its
 Data Designer config, a benchmark's base run) are read here and handed to the pure planner.
@@ -47,12 +49,14 @@ from data_designer.slurm.planner import (
     KeyPath,
     base_run_path,
     benchmark_files,
+    benchmark_images,
     compile,
     config_path,
     expand,
     load_base_run,
     load_benchmark,
     load_run,
+    named_images,
     parse_document,
     plan_files,
     resolve_config,
@@ -60,6 +64,7 @@ from data_designer.slurm.planner import (
 from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner, read_text, write_text_atomic
 from data_designer.slurm.runtime.store import Clock, system_clock
 from data_designer.slurm.services._facts import DEFAULT_MAX_ARRAY_SIZE, cluster_facts, refuse_misfit
+from data_designer.slurm.services._image_records import registered_images, submitting_installation
 from data_designer.slurm.services._profile import load_profile_file, select_cluster
 from data_designer.slurm.services._seeds import seed_files
 
@@ -80,6 +85,11 @@ class Source:
     @functools.cached_property
     def document(self) -> Document:
         return parse_document(self._text(), file=self.file)
+
+
+def run_images(run: RunSpec, profile: ClusterProfile) -> tuple[ImageRecord, ...]:
+    """The registry's records of the images ``run`` names on ``profile`` (digests verified by identity)."""
+    return registered_images(profile, named_images(run, profile))
 
 
 _COMPILE = "plan.compile"
@@ -273,9 +283,10 @@ def expand_located(
     cluster: str,
     facts: ClusterFacts,
     profile_source: Source,
-    images: Sequence[ImageRecord] | None = None,
 ) -> BenchmarkPlan:
-    """``planner.expand`` of the inputs, every problem located in the file and line it comes from."""
+    """``planner.expand`` of the inputs with the registry's images, every problem located in the file and line it
+    comes from."""
+    images = registered_images(profile, benchmark_images(inputs.spec, inputs.base, profile))
     try:
         return expand(
             inputs.spec,
@@ -285,6 +296,7 @@ def expand_located(
             config=resolve_config(inputs.base, inputs.config_text),
             facts=facts,
             images=images,
+            installation=submitting_installation(),
             source=inputs.source.document,
             base_source=None if inputs.base_path is None else inputs.base_source.document,
         )
@@ -398,7 +410,8 @@ def compile_config(
             cluster=cluster,
             config=resolve_config(run, config_text),
             facts=facts,
-            images=None,
+            images=run_images(run, profile),
+            installation=submitting_installation(),
         )
     except InvalidInputError as exc:
         located = [locate(p, run_source, profile_source) for p in exc.problems]
