@@ -221,3 +221,20 @@ def test_what_is_not_a_version_or_a_clause_is_never_satisfied() -> None:
     assert not satisfies("1.0", "=>1.0")
     assert not satisfies("1.0", "~=1")
     assert not satisfies("1.0", ">=1.*")
+
+
+@pytest.mark.parametrize("module", ["_images", "_versions"])
+def test_the_image_modules_are_pure_and_need_no_packaging(module: str) -> None:
+    import ast
+    import importlib
+
+    source = importlib.import_module(f"data_designer.slurm.planner.{module}").__file__
+    assert source is not None
+    with open(source, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    banned = {"os", "sys", "time", "datetime", "subprocess", "pathlib", "importlib", "socket", "shutil", "packaging"}
+    assert imported & banned == set()
