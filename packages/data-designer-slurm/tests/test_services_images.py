@@ -326,3 +326,13 @@ def test_rm_refuses_an_image_a_live_run_uses_and_keeps_a_users_file(env: Env) ->
     assert image.exists()
     with pytest.raises(NotFoundError):
         remove_image("vllm", profile=env.profile, environ=env.environ, runner=fake)
+
+
+def test_an_invalid_name_is_exit_2_naming_the_option_before_anything_is_read(tmp_path: Path) -> None:
+    from data_designer.slurm.contracts import InvalidInputError
+    from data_designer.slurm.services import add_image
+
+    with pytest.raises(InvalidInputError) as raised:
+        add_image(str(tmp_path / "absent.sqsh"), name="Bad_Name", profile=tmp_path / "no-profile.yaml")
+    assert (raised.value.info.code, raised.value.info.key_path) == ("invalid_image_name", "--name")
+    assert raised.value.info.exit_code == 2

@@ -240,5 +240,7 @@ def _details(entry: ImageEntry) -> list[str]:
     ]
     if rows:
         lines.append(table(["DISTRIBUTION", "VERSION", "WHERE"], rows))
-    lines.extend(f"undetermined: {what}" for what in inspection.undetermined)
+    shown = [found.distribution for found in inspection.distributions if found.version is None]
+    # what the table already says (an undetermined distribution, with why) is not repeated below it
+    lines.extend(f"undetermined: {what}" for what in inspection.undetermined if not what.startswith(tuple(shown)))
     return lines

@@ -21,11 +21,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import TypeAdapter, ValidationError
+
 from data_designer.slurm.contracts import (
     ClusterProfile,
     ConflictError,
     ImageAdded,
     InvalidInputError,
+    Name,
     UnavailableError,
 )
 from data_designer.slurm.contracts.records import ImageEntry, ImageFormat, ImageInspection, ImageRole
@@ -63,6 +66,24 @@ def open_workspace(
     return path, Workspace(name, cluster_profile, registry, modes_for(cluster_profile.workspace_sharing))
 
 
+def check_name(name: str) -> str:
+    """``name`` when it is a valid image name (the contracts' Name rule), else exit 2 naming ``--name`` and the fix."""
+    try:
+        return str(_NAME.validate_python(name))
+    except ValidationError as exc:
+        hint = next((str(e["ctx"]["hint"]) for e in exc.errors() if e.get("ctx", {}).get("hint")), None)
+        raise InvalidInputError(
+            f"image name {name!r} is not a valid name",
+            code="invalid_image_name",
+            operation=_OPERATION,
+            key_path="--name",
+            hint=hint or "use lowercase letters, digits, '.', '_' or '-'",
+        ) from exc
+
+
+_NAME: TypeAdapter[str] = TypeAdapter(Name)
+
+
 def add_image(
     source: str,
     *,
@@ -82,9 +103,9 @@ def add_image(
     Errors: a relative, missing, non-regular, node-local or unrecognised file, or a bad name, exit 2; a name with a
     current image without ``replace``, exit 4; the profile's errors; a filesystem that refuses, exit 5.
     """
+    check_name(name)
     _, workspace = open_workspace(profile, cluster, environ)
     registry = workspace.registry
-    registry.name_dir(name)  # a name that is no path component fails here, before anything is read
     if source.startswith(REGISTRY_PREFIX):
         from data_designer.slurm.services._image_import import submit_import
 
