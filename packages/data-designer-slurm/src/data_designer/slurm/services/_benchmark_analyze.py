@@ -81,7 +81,7 @@ def analyze_benchmark(
     scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
     with _collector_paused():  # as status does: at 1,000 children the collector's passes were 15-20% of the CPU
         view = observe_children(root, snapshot, scheduler, refresh=refresh, clock=clock, rules=rules)
-        evidence = _children_evidence(snapshot.children, record, view)
+        evidence = _children_evidence(record, view)
         analysis = analyze(record, evidence, capacity=_capacity(record, view))
         written = persist(layout, analysis)
     plotted = None
@@ -113,9 +113,7 @@ def persist(layout: BenchmarkLayout, analysis: BenchmarkAnalysis) -> Path:
     return path
 
 
-def _children_evidence(
-    bindings: Mapping[str, object], record: BenchmarkRecord, view: ChildrenView
-) -> list[ChildEvidence]:
+def _children_evidence(record: BenchmarkRecord, view: ChildrenView) -> list[ChildEvidence]:
     out: list[ChildEvidence] = []
     for entry in record.children:
         item = view.read.get(entry.child_id)

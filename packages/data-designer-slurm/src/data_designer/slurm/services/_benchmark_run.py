@@ -101,6 +101,7 @@ from data_designer.slurm.services._execute import (
     bind_run,
     passed_environment,
     record_submission,
+    source_mode,
     submit_plan,
     submitted_jobs,
 )
@@ -325,7 +326,7 @@ def _copy_inputs(layout: BenchmarkLayout, inputs: BenchmarkInputs, modes: FileMo
     for role, path, data in _sources(inputs):
         target = layout.input_file(role, path.name.lstrip(".") or role)
         make_directories(target.parent, modes)
-        publish_bytes_once(target, data, operation=_OPERATION, mode=snapshot_mode(modes, _mode_of(path)))
+        publish_bytes_once(target, data, operation=_OPERATION, mode=snapshot_mode(modes, source_mode(path)))
         copied.append(
             InputFile(
                 role=role,
@@ -336,13 +337,6 @@ def _copy_inputs(layout: BenchmarkLayout, inputs: BenchmarkInputs, modes: FileMo
             )
         )
     return tuple(copied)
-
-
-def _mode_of(path: Path) -> int:
-    try:
-        return os.stat(path).st_mode
-    except OSError:
-        return 0o600
 
 
 def _child_inputs(inputs: BenchmarkInputs, seed: tuple[SeedRewrite, list[tuple[Path, str]]] | None) -> InputSnapshot:

@@ -26,12 +26,14 @@ from data_designer.slurm.contracts import (
     SchedulerEvidence,
     SlurmExtensionError,
 )
+from data_designer.slurm.contracts.records import BENCHMARK_SCHEMA, BenchmarkRecord
 from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.status import Rules, RunObservation, cached_observation, observe_runs
 from data_designer.slurm.runtime.store import (
     BenchmarkLayout,
     BenchmarkSnapshot,
     Clock,
+    RecordOk,
     RunDirectory,
     RunId,
     RunLayout,
@@ -40,6 +42,7 @@ from data_designer.slurm.runtime.store import (
     is_benchmark_id,
     list_benchmark_dirs,
     read_benchmark,
+    read_record,
     system_clock,
 )
 from data_designer.slurm.services._profile import load_profile_file, select_cluster
@@ -193,16 +196,16 @@ def find_benchmark(root: Path, bench: str | Path) -> BenchmarkLayout:
     path = Path(text).expanduser()
     if path.is_file():
         wanted = str(path.absolute())
-        found = [s for s in _snapshots(layouts) if s.record.benchmark_file == wanted]
+        found = [(layout, record) for layout, record in _records(layouts) if record.benchmark_file == wanted]
         if found:
-            return max(found, key=lambda s: (s.record.created_at, s.layout.benchmark_id)).layout
+            return _newest(found)
         raise _not_found(f"no benchmark was run from {wanted!r} in workspace {str(root)!r}", f"benchmark run {text}")
     if is_benchmark_id(text) and any(layout.benchmark_id == text for layout in layouts):
         return BenchmarkLayout(root, text)
     prefixed = [layout for layout in layouts if layout.benchmark_id.startswith(text)]
-    named = [s for s in _snapshots(layouts) if s.record.name == text]
+    named = [(layout, record) for layout, record in _records(layouts) if record.name == text]
     if named:
-        return max(named, key=lambda s: (s.record.created_at, s.layout.benchmark_id)).layout
+        return _newest(named)
     if len(prefixed) == 1:
         return prefixed[0]
     if len(prefixed) > 1:
@@ -211,14 +214,18 @@ def find_benchmark(root: Path, bench: str | Path) -> BenchmarkLayout:
     raise _not_found(f"no benchmark {text!r} in workspace {str(root)!r}", "benchmark ls")
 
 
-def _snapshots(layouts: tuple[BenchmarkLayout, ...]) -> list[BenchmarkSnapshot]:
+def _records(layouts: tuple[BenchmarkLayout, ...]) -> list[tuple[BenchmarkLayout, BenchmarkRecord]]:
+    """Each benchmark's record alone (its bindings are not needed to match a name or a file); unreadable skipped."""
     found = []
     for layout in layouts:
-        try:
-            found.append(read_benchmark(layout))
-        except SlurmExtensionError:
-            continue
+        read = read_record(layout.record, BENCHMARK_SCHEMA)
+        if isinstance(read, RecordOk):
+            found.append((layout, read.payload))
     return found
+
+
+def _newest(found: list[tuple[BenchmarkLayout, BenchmarkRecord]]) -> BenchmarkLayout:
+    return max(found, key=lambda item: (item[1].created_at, item[0].benchmark_id))[0]
 
 
 def _not_found(message: str, fix: str) -> NotFoundError:

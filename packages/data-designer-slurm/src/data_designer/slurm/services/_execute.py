@@ -520,7 +520,7 @@ def _snapshot(
     files = []
     for role, source, relative, target, known in planned:
         data = known if known is not None else _read_file(source)
-        mode = snapshot_mode(modes, _source_mode(source))
+        mode = snapshot_mode(modes, source_mode(source))
         if not publish_bytes_once(target, data, operation=_OPERATION, mode=mode):
             raise _already(target)
         digest = hashlib.sha256(data).hexdigest()
@@ -528,7 +528,8 @@ def _snapshot(
     return InputsManifest(files=tuple(files), seed=None if seed is None else seed[0])
 
 
-def _source_mode(path: Path) -> int:
+def source_mode(path: Path) -> int:
+    """The mode of an input file (what its snapshot must never be more readable than)."""
     try:
         return os.stat(path).st_mode
     except OSError:  # gone since it was read: copy it as private as can be

@@ -82,11 +82,11 @@ def analyze(
 ) -> BenchmarkAnalysis:
     """The analysis of ``record``'s children from ``children`` (one per child, any order)."""
     by_index = {child.index: child for child in children}
-    measured = tuple(
-        _measure(entry.index, entry.child_id, entry.repeat, by_index.get(entry.index)) for entry in record.children
-    )
     case_of = _case_indices(record)
-    measured = tuple(m.model_copy(update={"case_index": case_of[m.index]}) for m in measured)
+    measured = tuple(
+        _measure(entry.index, entry.child_id, case_of[entry.index], entry.repeat, by_index.get(entry.index))
+        for entry in record.children
+    )
     exclusive = record.exclusive
     entries = {entry.index: entry for entry in record.children}
     cases: list[CaseAnalysis] = []
@@ -123,12 +123,12 @@ def evidence_digest(analysis: BenchmarkAnalysis) -> str:
 # -- children -------------------------------------------------------------------------------------------------------
 
 
-def _measure(index: int, child_id: str, repeat: int, child: ChildEvidence | None) -> ChildMeasurement:
+def _measure(index: int, child_id: str, case_index: int, repeat: int, child: ChildEvidence | None) -> ChildMeasurement:
     def unmeasured(run_id: str | None, state: str, reason: str) -> ChildMeasurement:
         return ChildMeasurement(
             index=index,
             child_id=child_id,
-            case_index=0,
+            case_index=case_index,
             repeat=repeat,
             run_id=run_id,
             state=state,
@@ -163,7 +163,7 @@ def _measure(index: int, child_id: str, repeat: int, child: ChildEvidence | None
     return ChildMeasurement(
         index=index,
         child_id=child_id,
-        case_index=0,
+        case_index=case_index,
         repeat=repeat,
         run_id=child.run_id,
         state=child.state,
