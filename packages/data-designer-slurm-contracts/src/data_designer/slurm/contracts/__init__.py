@@ -68,6 +68,7 @@ from data_designer.slurm.contracts._dry_run import (
     PlanSummary,
     RunDryRun,
 )
+from data_designer.slurm.contracts._error_codes import ERROR_CODES, VALIDATION_TYPE_CODES, WARNING_CODES
 from data_designer.slurm.contracts._errors import (
     EXIT_CODE_BY_CATEGORY,
     CheckFailedError,
@@ -237,6 +238,7 @@ __all__ = [
     "DRY_RUN_ID",
     "ENDPOINT_SCHEMES",
     "ENV_VAR_NAME_PATTERN",
+    "ERROR_CODES",
     "EXCERPT_LIMIT",
     "EXIT_CODE_BY_CATEGORY",
     "FROZEN",
@@ -262,6 +264,8 @@ __all__ = [
     "RUN_SCHEMA_VERSION",
     "SHARD_STATES",
     "TERMINAL_TASK_STATES",
+    "VALIDATION_TYPE_CODES",
+    "WARNING_CODES",
     "AbsolutePath",
     "AliasSummary",
     "AllocationPlan",
