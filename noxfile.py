@@ -4,7 +4,7 @@ CI runs them all with ``bash scripts/test``; run one with ``uv run nox -s NAME``
 pytest in ``tests``, to ``benchmarks/run.py`` in ``benchmarks``).
 
 - lint, typecheck, tests, build and benchmarks run in the uv workspace venv (``.venv``, exactly ``uv.lock``).
-- install_base, install_extra, install_leaf and docs each create brand-new venvs under ``.nox/fresh/`` (removed
+- install_base, install_extra, install_leaf, deps and docs each create brand-new venvs under ``.nox/fresh/`` (removed
   first, so ``--reuse-venv`` cannot weaken them), install only built wheels from ``dist/`` for our four
   distributions (third-party packages and the host ``data-designer`` come from PyPI), and run the checks in
   ``wheel_tests/`` with that venv's own pytest.
@@ -79,6 +79,7 @@ CI_SESSIONS = [
     "install_base",
     "install_extra",
     "install_leaf",
+    "deps",
     "docs",
     "benchmarks",
 ]
@@ -356,6 +357,26 @@ def install_leaf(session: nox.Session) -> None:
             env={**_venv_env(venv), **leaf_env, "PYTHONPATH": str(WHEEL_TESTS / "plugins")},
             external=True,
         )
+
+
+@nox.session(requires=["build"])
+def deps(session: nox.Session) -> None:
+    """Each wheel declares exactly what it imports, contracts and planner stay light, ``slurm --help`` loads no pyarrow.
+
+    A fresh venv gets the four wheels with every extra they declare (the top leaf's ``plot``, the runtime's ``host``
+    and ``testing``) and their dependencies; ``scripts/check-deps`` then maps every import in each wheel to the
+    distribution installed there and compares with the wheel's ``Requires-Dist`` (its docstring has the rules).
+    """
+    _require_current_dist(session)
+    venv = _fresh_venv(session, "venv")
+    _uv_pip_install(
+        session,
+        venv,
+        *(str(_wheel(name)) for name in DISTRIBUTIONS),
+        f"{TOP_LEAF}[plot]",
+        "data-designer-slurm-runtime[host,testing]",
+    )
+    _uv_run(session, "python", "scripts/check-deps", "--dist", str(DIST), "--python", str(venv / "bin" / "python"))
 
 
 def _fern_cli(session: nox.Session) -> Path:

@@ -2,7 +2,9 @@
 
 Four wheels and four sdists at the lockstep version; each wheel ships only its own subpackages under the empty
 ``data_designer`` / ``data_designer.slurm`` namespaces, with ``py.typed``; siblings are pinned exactly; only the
-top leaf registers the ``slurm`` CLI extension and has the ``plot`` extra (matplotlib, nothing else); each sdist carries the sources, README and tests.
+top leaf registers the ``slurm`` CLI extension; the extras are exactly :data:`EXTRAS` (the top leaf's ``plot``:
+matplotlib; the runtime's ``host``: the host, which the runtime installs without; its ``testing``: pytest); each sdist
+carries the sources, README and tests.
 """
 
 from __future__ import annotations
@@ -34,7 +36,13 @@ SIBLINGS: dict[str, set[str]] = {
         "data-designer-slurm-runtime",
     },
 }
-NEEDS_HOST = {"data-designer-slurm-runtime", "data-designer-slurm"}
+NEEDS_HOST = {"data-designer-slurm": None, "data-designer-slurm-runtime": "host"}
+"""Distributions requiring the host -> the extra that does (None: unconditionally)."""
+EXTRAS: dict[str, dict[str, set[str]]] = {
+    "data-designer-slurm": {"plot": {"matplotlib"}},
+    "data-designer-slurm-runtime": {"host": {"data-designer"}, "testing": {"pytest"}},
+}
+"""Each distribution's extras -> the distributions only that extra requires."""
 DISTRIBUTIONS = sorted(OWN_SUBPACKAGES)
 
 
@@ -93,20 +101,29 @@ def test_metadata_pins_siblings_exactly(name: str, wheel_path: Callable[[str], P
     host = [r for r in requirements if r.name == "data-designer"]
     assert bool(host) == (name in NEEDS_HOST)
     for requirement in host:
+        extra = NEEDS_HOST[name]
+        assert requirement.marker is None if extra is None else str(requirement.marker) == f'extra == "{extra}"'
+    for requirement in host:
         assert requirement.specifier.contains(version.split("+", 1)[0], prereleases=True), requirement
 
 
 @pytest.mark.parametrize("name", DISTRIBUTIONS)
-def test_only_the_top_leaf_has_the_plot_extra_and_matplotlib_only_under_it(
+def test_extras_are_exactly_the_listed_ones_and_hold_only_their_distributions(
     name: str, wheel_path: Callable[[str], Path], version: str
 ) -> None:
     metadata = _metadata(wheel_path(name), name, version)
-    assert (metadata.get_all("Provides-Extra") or []) == (["plot"] if name == "data-designer-slurm" else [])
+    extras = EXTRAS.get(name, {})
+    assert sorted(metadata.get_all("Provides-Extra") or []) == sorted(extras)
     requirements = [Requirement(value) for value in metadata.get_all("Requires-Dist") or []]
-    plotting = [r for r in requirements if r.name == "matplotlib"]
-    assert [str(r.marker) for r in plotting] == (['extra == "plot"'] if name == "data-designer-slurm" else [])
-    for requirement in requirements:  # nothing else hides behind an extra, nothing heavy is unconditional
-        assert requirement.marker is None or requirement.name == "matplotlib", requirement
+    under = {
+        extra: {r.name for r in requirements if r.marker is not None and str(r.marker) == f'extra == "{extra}"'}
+        for extra in extras
+    }
+    assert under == extras
+    for requirement in requirements:  # nothing else hides behind a marker; nothing of an extra is unconditional
+        assert requirement.marker is None or any(requirement.name in names for names in extras.values()), requirement
+        if requirement.marker is None:
+            assert not any(requirement.name in names for names in extras.values()), requirement
 
 
 @pytest.mark.parametrize("name", DISTRIBUTIONS)
