@@ -55,18 +55,34 @@ CARRIERS = {"Problem": PROBLEM, "ConfigFinding": PROBLEM, "PydanticCustomError":
 
 PASSTHROUGH: frozenset[str] = frozenset()
 """A site that re-raises or re-wraps a code another site made (that site is scanned)."""
-_BAD = tuple(status for status in get_args(ProbeStatus) if status != "ok")
+
+
+def _probe_outcomes() -> frozenset[str]:
+    """``probe_<check>_<status>`` for every ``record("<check>", "<status>", ...)`` of the probe that is not ``ok``."""
+    outcomes = set()
+    for path in ROOT.glob("packages/data-designer-slurm-runtime/src/data_designer/slurm/runtime/probe/*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "record":
+                check, status = (a.value if isinstance(a, ast.Constant) else None for a in node.args[:2])
+                if status in get_args(ProbeStatus) and status != "ok":
+                    # a check named by a variable (the partition checks' loop) may be any check
+                    checks = [check] if check in PROBE_CHECK_NAMES else PROBE_CHECK_NAMES
+                    outcomes.update(f"probe_{name}_{status}" for name in checks)
+    return frozenset(outcomes)
+
+
+PROBE_OUTCOMES = _probe_outcomes()
 DYNAMIC: dict[tuple[str, str], frozenset[str]] = {
     # the error root itself: an explicit code, else the class's default_code (both scanned)
     (
         "data-designer-slurm-contracts/src/data_designer/slurm/contracts/_errors.py",
         "code or self.default_code",
     ): PASSTHROUGH,
-    # a failed or unrun probe check: probe_<check>_<status>
+    # a failed or unrun probe check: probe_<check>_<status>, for each outcome the probe records (see _probe_outcomes)
     (
         "data-designer-slurm-contracts/src/data_designer/slurm/contracts/_probe.py",
         "f'probe_{check.name}_{check.status}'",
-    ): frozenset(f"probe_{name}_{status}" for name in PROBE_CHECK_NAMES for status in _BAD),
+    ): (PROBE_OUTCOMES),
     # a plan that does not fit the partition's nodes, per dimension (planner/_fit.py _NOUNS)
     ("data-designer-slurm-planner/src/data_designer/slurm/planner/_fit.py", "f'cluster_{kind}'"): frozenset(
         {"cluster_cpus", "cluster_memory", "cluster_gpus"}
@@ -167,6 +183,20 @@ class _Module:
             callers += 1
         return codes if callers else None
 
+    def warning_only(self, at: ast.AST) -> set[str]:
+        """Codes that every caller of ``at``'s function passes with ``error=False`` (a config finding's severity)."""
+        function = self.function_of(at)
+        if function is None:
+            return set()
+        severities: dict[str, set[bool]] = defaultdict(set)
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call) and _name(node.func) == function.name and node.args:
+                error = next((kw.value for kw in node.keywords if kw.arg == "error"), None)
+                code = node.args[0]
+                if isinstance(code, ast.Constant) and isinstance(error, ast.Constant):
+                    severities[str(code.value)].add(bool(error.value))
+        return {code for code, errors in severities.items() if errors == {False}}
+
 
 def scan() -> tuple[dict[str, set[str]], list[str]]:
     """code -> the kinds of site that make it (error categories, problem, validation, warning); unresolved sites."""
@@ -209,8 +239,9 @@ def scan() -> tuple[dict[str, set[str]], list[str]]:
                     unresolved.append(f"{where}:{node.lineno}: code={ast.unparse(expr)}")
                     continue
                 codes = set(DYNAMIC[key])
+            warned = module.warning_only(node) if name == "ConfigFinding" else set()
             for code in codes:
-                found[code].add(kind)
+                found[code].add(WARNING if code in warned else kind)
     return found, unresolved
 
 
@@ -224,19 +255,25 @@ def _kinds() -> dict[str, set[str]]:
     return found
 
 
+def _raised() -> set[str]:
+    return {code for code, kinds in _kinds().items() if kinds - {WARNING}}
+
+
 def test_every_code_the_sources_raise_is_in_the_catalogue() -> None:
-    found = _kinds()
-    raised = {code for code, kinds in found.items() if kinds != {WARNING}}
-    missing = sorted(raised - ERROR_CODES.keys())
+    missing = sorted(_raised() - ERROR_CODES.keys())
     assert not missing, f"add these codes to contracts/_error_codes.py (and the troubleshooting page): {missing}"
 
 
 def test_the_catalogue_has_no_dead_entries() -> None:
-    found = _kinds()
-    dead = sorted(ERROR_CODES.keys() - found.keys())
+    dead = sorted(ERROR_CODES.keys() - _raised())
     assert not dead, f"no source raises these catalogued codes; remove them from contracts/_error_codes.py: {dead}"
-    dead_warnings = sorted(WARNING_CODES - {code for code, kinds in found.items() if WARNING in kinds})
-    assert not dead_warnings, f"no source warns with these codes: {dead_warnings}"
+
+
+def test_the_warnings_are_exactly_the_codes_only_ever_warned() -> None:
+    warned = {code for code, kinds in _kinds().items() if WARNING in kinds}
+    assert WARNING_CODES == warned, (
+        f"WARNING_CODES: add {sorted(warned - WARNING_CODES)}, remove {sorted(WARNING_CODES - warned)}"
+    )
 
 
 def test_each_error_is_catalogued_with_the_exit_code_it_is_raised_with() -> None:
@@ -250,17 +287,16 @@ def test_each_error_is_catalogued_with_the_exit_code_it_is_raised_with() -> None
     assert not wrong, "fix the categories in contracts/_error_codes.py:\n  " + "\n  ".join(wrong)
 
 
-def test_plan_warnings_are_catalogued() -> None:
-    warned = {code for code, kinds in _kinds().items() if WARNING in kinds and code not in ERROR_CODES}
-    assert warned <= WARNING_CODES, f"add these to WARNING_CODES: {sorted(warned - WARNING_CODES)}"
-
-
 def test_the_scanner_resolves_helpers_constants_and_conditionals() -> None:
     found = _kinds()
     assert found["reserved_sbatch_option"] == {PROBLEM}  # self._problem("reserved_sbatch_option", ...) in a method
     assert found["over_limit"] == {PROBLEM}  # Problem(code=OVER_LIMIT), a module constant
     assert {"unsquashfs_failed", "unsquashfs_timed_out"} <= found.keys()  # code="a" if timed_out else "b"
     assert found["cluster_gpus"] == {PROBLEM}  # DYNAMIC
+    assert found["default_model_configs"] == {WARNING}  # a config finding every caller reports with error=False
+    assert found["custom_column"] == {PROBLEM}  # ... and one reported with error=True
+    assert "probe_gpus_per_node_not_run" in found
+    assert "probe_account_not_run" not in found  # the probe never records the account check as not run
     assert found["not_found"] == {ErrorCategory.NOT_FOUND.value}  # NotFoundError.default_code
 
 

@@ -57,7 +57,6 @@ _BY_CATEGORY: Final[dict[ErrorCategory, tuple[str, ...]]] = {
         "config_text_missing",
         "control_character",
         "custom_column",
-        "default_model_configs",
         "dry_run_only",
         "duplicate_alias",
         "duplicate_column",
@@ -125,10 +124,7 @@ _BY_CATEGORY: Final[dict[ErrorCategory, tuple[str, ...]]] = {
         "permission_denied",
         "plot_extra_missing",
         "plot_not_png",
-        "plugin_column",
-        "plugin_processor",
         "profile_missing",
-        "profiler",
         "provenance_dropped",
         "record_bounds",
         "relative_path",
@@ -141,8 +137,6 @@ _BY_CATEGORY: Final[dict[ErrorCategory, tuple[str, ...]]] = {
         "secret_literal",
         "seed_ordered",
         "seed_range",
-        "seed_relative_path",
-        "seed_shuffled",
         "sharding",
         "sif_corrupt",
         "squashfs_unreadable",
@@ -238,16 +232,12 @@ _BY_CATEGORY: Final[dict[ErrorCategory, tuple[str, ...]]] = {
         "nothing_to_merge",
         "part_invalid",
         "probe_account_failed",
-        "probe_account_not_run",
         "probe_compute_runtime_failed",
         "probe_compute_runtime_not_run",
         "probe_controller_failed",
-        "probe_controller_not_run",
         "probe_cpu_partition_failed",
-        "probe_cpu_partition_not_run",
         "probe_failed",
         "probe_gpu_partition_failed",
-        "probe_gpu_partition_not_run",
         "probe_gpus_per_node_failed",
         "probe_gpus_per_node_not_run",
         "probe_probe_job_failed",
@@ -255,9 +245,7 @@ _BY_CATEGORY: Final[dict[ErrorCategory, tuple[str, ...]]] = {
         "probe_shared_workspace_failed",
         "probe_shared_workspace_not_run",
         "probe_slurm_commands_failed",
-        "probe_slurm_commands_not_run",
         "probe_workspace_failed",
-        "probe_workspace_not_run",
         "run_incomplete",
         "schema_drift",
     ),
@@ -291,8 +279,21 @@ def _catalogue() -> dict[str, frozenset[ErrorCategory]]:
 ERROR_CODES: Final[Mapping[str, frozenset[ErrorCategory]]] = MappingProxyType(_catalogue())
 """Error or problem code -> the categories of the errors that carry it (``EXIT_CODE_BY_CATEGORY`` gives the exit)."""
 
-WARNING_CODES: Final[frozenset[str]] = frozenset({"alias_unused", "image_role", "model_mismatch"})
-"""Codes of plan warnings (``PlanWarning.code``): printed by dry runs and ``execute``; they never fail a command."""
+WARNING_CODES: Final[frozenset[str]] = frozenset(
+    {
+        "alias_unused",
+        "default_model_configs",
+        "image_role",
+        "model_mismatch",
+        "plugin_column",
+        "plugin_processor",
+        "profiler",
+        "seed_relative_path",
+        "seed_shuffled",
+    }
+)
+"""Codes of plan warnings (``PlanWarning.code``, including the data-designer config findings that only ever warn):
+printed by dry runs and ``execute``; they never fail a command."""
 
 VALIDATION_TYPE_CODES: Final[frozenset[str]] = frozenset(get_args(ErrorType))
 """pydantic's own validation error types, which the planner passes through as a problem's code (exit 2)."""
