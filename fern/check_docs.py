@@ -23,6 +23,11 @@ What is checked
    (prose, inline code, any code block) must name existing subcommands, and every ``--option`` after
    it must appear in that command's ``--help``. Conversely, every command in the ``--help`` tree and
    every option of every command must be shown at least once in the docs.
+4. The troubleshooting page covers the product: ``pages/troubleshooting.mdx`` has exactly one ``###`` entry for
+   every error code (``contracts.ERROR_CODES``, with its exit code), attempt ending (``records.EXIT_CODES``, with
+   the task's exit code), shard state, run state and plan warning, read from the installed wheels; each entry says
+   what it means and has **Usual causes**, **Fix** and **More** (a ``data-designer slurm`` command). A missing,
+   unknown, duplicated or incomplete entry fails with a message naming it.
 
 Markers
 -------
@@ -247,6 +252,161 @@ def load_pages() -> tuple[list[Page], list[str]]:
 def check_navigation(pages: list[Page]) -> list[str]:
     listed = {(FERN_DIR / m["path"]).resolve() for m in _NAV_PATH.finditer((FERN_DIR / "docs.yml").read_text("utf-8"))}
     return [f"{page.name}: not listed under navigation in fern/docs.yml" for page in pages if page.path not in listed]
+
+
+# ---------------------------------------------------------------------------------------------- troubleshooting
+
+TROUBLESHOOTING_PAGE = PAGES_DIR / "troubleshooting.mdx"
+VALIDATION_FAMILY = "Other validation codes"
+"""The heading of the one entry for pydantic's own validation types (``contracts.VALIDATION_TYPE_CODES``)."""
+TROUBLESHOOTING_SECTIONS = {
+    "error_codes": "Error codes",
+    "final_statuses": "Attempt endings",
+    "shard_states": "Shard states",
+    "run_states": "Run states",
+    "warning_codes": "Plan warnings",
+}
+"""Table (as :data:`TABLES_SCRIPT` prints it) -> the ``##`` section of the page that must cover it."""
+ENTRY_FIELDS = ("Usual causes", "Fix", "More")
+"""Every entry ends with these bullets (``- **Fix:** ...``); **More** names the command that shows more."""
+
+TABLES_SCRIPT = """
+import json
+from typing import get_args
+from data_designer.slurm.contracts import (
+    ERROR_CODES, EXIT_CODE_BY_CATEGORY, SHARD_STATES, WARNING_CODES, RunState,
+)
+from data_designer.slurm.contracts.records import EXIT_CODES
+print(json.dumps({
+    "error_codes": {code: sorted({int(EXIT_CODE_BY_CATEGORY[c]) for c in cats}) for code, cats in ERROR_CODES.items()},
+    "final_statuses": {status: [code] for status, code in EXIT_CODES.items()},
+    "shard_states": {state: [] for state in SHARD_STATES},
+    "run_states": {state: [] for state in get_args(RunState)},
+    "warning_codes": {code: [] for code in sorted(WARNING_CODES)},
+}))
+"""
+"""Prints the product's own tables, from the installed wheels: the page is checked against what users run."""
+
+_SECTION = re.compile(r"^## (?P<title>.+?)\s*$")
+_ENTRY = re.compile(r"^### (?P<title>.+?)\s*$")
+_CODE = re.compile(r"`([a-z][a-z0-9_]*)`")
+_EXIT_LINE = re.compile(r"^(?P<what>Exit|Task exit) (?P<codes>\d+(?:(?:, | or )\d+)*)\.(?:\s|$)")
+_FIELD = re.compile(r"^- \*\*(?P<name>[^*]+):\*\*\s*(?P<text>.*)$")
+
+
+def product_tables(venv: Path) -> dict[str, object]:
+    """The tables :data:`TABLES_SCRIPT` prints with ``venv``'s Python."""
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", TABLES_SCRIPT], capture_output=True, text=True, timeout=HELP_TIMEOUT_S
+    )
+    if done.returncode != 0:
+        raise PageError(f"could not read the product's tables from {venv}: {done.stderr.strip()[-2000:]}")
+    tables: dict[str, object] = json.loads(done.stdout)
+    return tables
+
+
+@dataclass
+class Entry:
+    section: str
+    title: str
+    line: int
+    body: list[str]
+
+
+def troubleshooting_entries(text: str) -> list[Entry]:
+    """The ``###`` entries of the page, each with its ``##`` section and its lines up to the next heading."""
+    entries: list[Entry] = []
+    section = ""
+    in_fence = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        if in_fence:
+            if entries:
+                entries[-1].body.append(line)
+            continue
+        if match := _SECTION.match(line):
+            section = match["title"]
+            entries.append(Entry(section, "", number, []))  # a section's own text belongs to no entry
+        elif match := _ENTRY.match(line):
+            entries.append(Entry(section, match["title"], number, []))
+        elif entries:
+            entries[-1].body.append(line)
+    return [entry for entry in entries if entry.title]
+
+
+def check_troubleshooting(
+    text: str, tables: dict[str, object], name: str = "fern/pages/troubleshooting.mdx"
+) -> list[str]:
+    """Every code and state of the product's tables has one complete entry, in its section, with its exit code."""
+    failures: list[str] = []
+    entries = troubleshooting_entries(text)
+    titles = {entry.section for entry in entries}
+    for key, section in TROUBLESHOOTING_SECTIONS.items():
+        table: dict[str, list[int]] = tables[key]  # type: ignore[assignment]
+        if section not in titles:
+            failures.append(f"{name}: no '## {section}' section (it must hold an entry for each of {len(table)} items)")
+            continue
+        seen: dict[str, int] = {}
+        for entry in (e for e in entries if e.section == section):
+            where = f"{name}:{entry.line}"
+            if key == "error_codes" and entry.title == VALIDATION_FAMILY:
+                codes = ["<validation>"]
+                wanted: dict[str, list[int]] = {"<validation>": [2]}
+            else:
+                codes = _CODE.findall(entry.title)
+                wanted = table
+                if not codes or _CODE.sub("", entry.title).strip(" ,") not in ("", "and"):
+                    failures.append(f"{where}: heading {entry.title!r} must be one or more `codes` in backticks")
+                    continue
+            for code in codes:
+                if code not in wanted:
+                    failures.append(
+                        f"{where}: `{code}` is not one of the product's {section.lower()}: remove the entry or fix its name"
+                    )
+                elif code in seen:
+                    failures.append(f"{where}: `{code}` already has an entry (line {seen[code]}): keep one")
+                seen[code] = entry.line
+            failures += _entry_failures(entry, codes, wanted, where)
+        for code in table:
+            if code not in seen:
+                exits = table[code]
+                shown = f" (exit {' or '.join(map(str, exits))})" if exits else ""
+                failures.append(
+                    f"{name}: `{code}`{shown} has no entry under '## {section}': add '### `{code}`' with what it "
+                    f"means, **Usual causes**, **Fix** and **More**"
+                )
+        if key == "error_codes" and VALIDATION_FAMILY not in {e.title for e in entries if e.section == section}:
+            failures.append(f"{name}: no '### {VALIDATION_FAMILY}' entry under '## {section}' for pydantic's own types")
+    return failures
+
+
+def _entry_failures(entry: Entry, codes: list[str], table: dict[str, list[int]], where: str) -> list[str]:
+    failures: list[str] = []
+    lines = [line.strip() for line in entry.body]
+    fields = {m["name"]: m["text"].strip() for line in lines if (m := _FIELD.match(line))}
+    exits = {tuple(table[code]) for code in codes if code in table}
+    if len(exits) > 1:
+        failures.append(f"{where}: {', '.join(codes)} have different exit codes: give each its own entry")
+    wanted = next(iter(exits), ())
+    prose = [line for line in lines if line and not _FIELD.match(line) and not line.startswith(("{/*", "```"))]
+    if wanted:
+        stated = next((m for line in lines if (m := _EXIT_LINE.match(line))), None)
+        shown = sorted(int(c) for c in re.split(r", | or ", stated["codes"])) if stated else None
+        if shown != sorted(wanted):
+            expected = " or ".join(map(str, wanted))
+            failures.append(
+                f"{where}: {entry.title} must say its exit code: start with 'Exit {expected}.' (found {shown})"
+            )
+    meaning = [line for line in prose if not _EXIT_LINE.match(line) or len(line.split(".", 1)[1].strip()) > 0]
+    if not meaning:
+        failures.append(f"{where}: {entry.title} says nothing about what it means")
+    for field_name in ENTRY_FIELDS:
+        if not fields.get(field_name):
+            failures.append(f"{where}: {entry.title} lacks '- **{field_name}:** ...'")
+    if fields.get("More") and not _MENTION.search(fields["More"]):
+        failures.append(f"{where}: {entry.title}: **More** must name a `data-designer slurm ...` command")
+    return failures
 
 
 # ---------------------------------------------------------------------------------------------- fern check
@@ -580,6 +740,10 @@ def main(argv: list[str] | None = None) -> int:
         failures += run_fern_check(args.fern_bin.absolute())
     pages, parse_failures = load_pages()
     failures += parse_failures + check_navigation(pages)
+    try:
+        failures += check_troubleshooting(TROUBLESHOOTING_PAGE.read_text("utf-8"), product_tables(venv))
+    except (OSError, PageError) as exc:
+        failures.append(f"troubleshooting page: {exc}")
     with tempfile.TemporaryDirectory(prefix="docs-help-") as help_home:
         cli = Cli(venv, Path(help_home))
         if cli.help(()) is None:

@@ -5,7 +5,8 @@ test closes the other half: every code a source file can put in an error, a prob
 warning is in the catalogue with the exit code of the error that carries it, and no catalogue entry is dead.
 
 Codes are found statically, so no path through the code can hide one. A code is a string literal given as ``code=``
-to a call, the first argument of ``PydanticCustomError``, or a class's ``default_code``. A ``code=`` that is a
+to a call, the first argument of ``PydanticCustomError``, or the ``default_code`` of an error class made without
+``code=`` (directly or through ``super().__init__``). A ``code=`` that is a
 parameter of its function is resolved through that function's call sites in the same module (how the planner's
 ``_problem(code, ...)`` helpers are written); a module constant is resolved to its value; ``a if c else b`` to both.
 Anything else must be listed in :data:`DYNAMIC` with the codes it can produce, so a new computed code fails here
@@ -117,6 +118,58 @@ def _error_classes(trees: dict[Path, ast.Module]) -> dict[str, ErrorCategory]:
     return classes
 
 
+def _default_codes(trees: dict[Path, ast.Module]) -> dict[str, str]:
+    """Error class name -> the ``default_code`` it has, its own or inherited (by simple name)."""
+    bases: dict[str, list[str]] = {}
+    own: dict[str, str] = {}
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases[node.name] = [n for base in node.bases if (n := _name(base)) is not None]
+                for statement in node.body:
+                    if (
+                        isinstance(statement, ast.Assign | ast.AnnAssign)
+                        and isinstance(statement.value, ast.Constant)
+                        and any(
+                            isinstance(t, ast.Name) and t.id == "default_code"
+                            for t in (statement.targets if isinstance(statement, ast.Assign) else [statement.target])
+                        )
+                    ):
+                        own[node.name] = str(statement.value.value)
+
+    def default(name: str, seen: frozenset[str] = frozenset()) -> str | None:
+        if name in own:
+            return own[name]
+        for base in bases.get(name, []):
+            if base not in seen and (found := default(base, seen | {name})) is not None:
+                return found
+        return None
+
+    return {name: code for name in bases if (code := default(name)) is not None}
+
+
+def _default_made(
+    module: _Module, call: ast.Call, name: str | None, classes: dict[str, ErrorCategory], defaults: dict[str, str]
+) -> tuple[str, str] | None:
+    """(default code, category) when ``call`` makes an error without ``code=``: ``Error(...)`` or ``super().__init__``."""
+    if name in classes and name in defaults:
+        return defaults[name], classes[name].value
+    if (
+        name == "__init__"
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Call)
+        and _name(call.func.value.func) == "super"
+    ):
+        node: ast.AST = call
+        while node in module.parents:
+            node = module.parents[node]
+            if isinstance(node, ast.ClassDef):
+                if node.name in classes and node.name in defaults:
+                    return defaults[node.name], classes[node.name].value
+                return None
+    return None
+
+
 class _Module:
     """One source file: resolves a code expression to the literals it can be."""
 
@@ -202,20 +255,13 @@ def scan() -> tuple[dict[str, set[str]], list[str]]:
     """code -> the kinds of site that make it (error categories, problem, validation, warning); unresolved sites."""
     trees = {path: ast.parse(path.read_text(encoding="utf-8"), str(path)) for path in SOURCES}
     classes = _error_classes(trees)
+    defaults = _default_codes(trees)
     found: dict[str, set[str]] = defaultdict(set)
     unresolved: list[str] = []
     for path, tree in trees.items():
         module = _Module(path, tree)
         where = path.relative_to(ROOT / "packages").as_posix()
         for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef) and node.name in classes:
-                for statement in node.body:
-                    if (
-                        isinstance(statement, ast.Assign)
-                        and any(isinstance(t, ast.Name) and t.id == "default_code" for t in statement.targets)
-                        and isinstance(statement.value, ast.Constant)
-                    ):
-                        found[str(statement.value.value)].add(classes[node.name].value)
             if not isinstance(node, ast.Call):
                 continue
             name = _name(node.func)
@@ -223,6 +269,9 @@ def scan() -> tuple[dict[str, set[str]], list[str]]:
             if name == "PydanticCustomError" and node.args:
                 expr = node.args[0]
             if expr is None:
+                made = _default_made(module, node, name, classes, defaults)
+                if made is not None:
+                    found[made[0]].add(made[1])
                 continue
             if name in classes:
                 kind = classes[name].value
@@ -271,7 +320,7 @@ def test_the_catalogue_has_no_dead_entries() -> None:
 
 def test_the_warnings_are_exactly_the_codes_only_ever_warned() -> None:
     warned = {code for code, kinds in _kinds().items() if WARNING in kinds}
-    assert WARNING_CODES == warned, (
+    assert warned == WARNING_CODES, (
         f"WARNING_CODES: add {sorted(warned - WARNING_CODES)}, remove {sorted(WARNING_CODES - warned)}"
     )
 
@@ -297,7 +346,8 @@ def test_the_scanner_resolves_helpers_constants_and_conditionals() -> None:
     assert found["custom_column"] == {PROBLEM}  # ... and one reported with error=True
     assert "probe_gpus_per_node_not_run" in found
     assert "probe_account_not_run" not in found  # the probe never records the account check as not run
-    assert found["not_found"] == {ErrorCategory.NOT_FOUND.value}  # NotFoundError.default_code
+    assert found["probe_failed"] == {ErrorCategory.CHECK_FAILED.value}  # ProbeFailedError's default, via super()
+    assert "not_found" not in found  # every NotFoundError names its own code: the class default is never printed
 
 
 def test_a_computed_code_nobody_listed_is_reported(tmp_path: Path) -> None:
