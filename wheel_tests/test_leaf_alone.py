@@ -1,7 +1,8 @@
-"""install_leaf: the bottom of the stack installed alone (``DDS_LEAF=contracts`` or ``DDS_LEAF=planner``).
+"""install_leaf and install_runtime: the lower leaves installed without the ones above (``DDS_LEAF``).
 
 Proves the declared dependency direction with real installs: contracts needs nothing of ours, planner needs only
-contracts, and neither pulls in the host, typer or the runtime.
+contracts, the runtime only those two; none of them pulls in the host, typer or a leaf above it
+(``DDS_LEAF=contracts``, ``planner`` or ``runtime``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 STACKS = {
     "contracts": ("contracts",),
     "planner": ("contracts", "planner"),
+    "runtime": ("contracts", "planner", "runtime"),
 }
 ALL_LEAVES = ("contracts", "planner", "runtime", "services", "cli")
 

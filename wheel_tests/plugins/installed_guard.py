@@ -2,7 +2,9 @@
 
 Loaded with ``-p installed_guard`` when a package's tests run inside a fresh venv. Before collection it requires
 the leaf under test (``DDS_LEAF``) to resolve into this venv's site-packages; after the run it fails the session
-if any ``data_designer.slurm`` module was imported from anywhere else.
+if any ``data_designer.slurm`` module was imported from anywhere else. With ``DDS_EXPECT_DESELECTED=N`` (a run
+with ``-m "not host"``) it also fails unless exactly N tests were deselected, each of them marked ``host``: a
+marker expression that deselects more (or everything) cannot pass silently.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 _SITE = Path(sysconfig.get_path("purelib")).resolve()
+_DESELECTED: list[pytest.Item] = []
 
 
 def _outside_venv() -> list[str]:
@@ -35,9 +38,30 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"data_designer.slurm.{leaf or '<DDS_LEAF unset>'} must import from {_SITE}: {origin}")
 
 
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    _DESELECTED.extend(items)
+
+
+def _deselection_problems() -> list[str]:
+    expected = os.environ.get("DDS_EXPECT_DESELECTED")
+    if expected is None:
+        return []
+    problems = [f"{item.nodeid} was deselected but is not marked host" for item in _DESELECTED if not _is_host(item)]
+    if len(_DESELECTED) != int(expected):
+        problems.append(
+            f"{len(_DESELECTED)} tests were deselected, expected DDS_EXPECT_DESELECTED={expected} (the tests marked "
+            "host); if host tests were added or removed on purpose, update the count in noxfile.py"
+        )
+    return problems
+
+
+def _is_host(item: pytest.Item) -> bool:
+    return item.get_closest_marker("host") is not None
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     leaf = os.environ["DDS_LEAF"]
-    problems = _outside_venv()
+    problems = _outside_venv() + _deselection_problems()
     if f"data_designer.slurm.{leaf}" not in sys.modules:
         problems.append(f"the tests never imported data_designer.slurm.{leaf}")
     if problems:

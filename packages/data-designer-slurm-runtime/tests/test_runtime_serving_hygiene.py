@@ -220,6 +220,7 @@ def attempt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Attempt]:
         assert not leftovers, f"processes left behind: {leftovers}"
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_the_plan_has_a_loopback_replica_and_a_remote_one_both_needing_the_key(attempt: Attempt) -> None:
     replicas = attempt.plan.allocation.replicas
     assert [(r.node_indices, r.bind, r.requires_api_key) for r in replicas] == [
@@ -230,6 +231,7 @@ def test_the_plan_has_a_loopback_replica_and_a_remote_one_both_needing_the_key(a
     assert attempt.status.status == "succeeded"
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_every_step_and_the_client_got_one_per_attempt_key(attempt: Attempt) -> None:
     key = attempt.worker["key"]
     assert len(key) >= 32
@@ -243,6 +245,7 @@ def test_every_step_and_the_client_got_one_per_attempt_key(attempt: Attempt) -> 
     assert [c["vllm_key"] for c in calls] == [True, True]
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_the_key_is_in_no_file_of_the_run_directory_and_on_no_command_line(attempt: Attempt) -> None:
     key: str = attempt.worker["key"]
     assert key
@@ -260,6 +263,7 @@ def test_the_key_is_in_no_file_of_the_run_directory_and_on_no_command_line(attem
     assert attempt.worker["key_on_a_cmdline"] == []
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_a_loopback_replica_listens_on_127_0_0_1_only_and_a_remote_one_on_all_interfaces(attempt: Attempt) -> None:
     replicas = attempt.record.replicas
     binds = [[p.bind_host for p in r.ports] for r in replicas]
@@ -269,6 +273,7 @@ def test_a_loopback_replica_listens_on_127_0_0_1_only_and_a_remote_one_on_all_in
     assert listening[replicas[1].base_url] == ["00000000"]  # 0.0.0.0
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_the_profile_s_hugging_face_settings_reach_every_server_step(attempt: Attempt) -> None:
     assert [step["env"]["HF_HOME"] for step in attempt.steps] == [HF_HOME, HF_HOME]
     assert [step["env"]["HF_HUB_OFFLINE"] for step in attempt.steps] == ["1", "1"]

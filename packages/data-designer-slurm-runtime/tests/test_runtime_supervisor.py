@@ -212,6 +212,7 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 30) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_two_replicas_start_on_distinct_published_ports_and_both_answer(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, stand_in=True)
     outcome = run_supervisor(workspace, plan)
@@ -245,6 +246,7 @@ def test_two_replicas_start_on_distinct_published_ports_and_both_answer(workspac
     ]
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_every_step_is_an_srun_with_explicit_resources(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, stand_in=True)
     outcome = run_supervisor(workspace, plan, SLURM_JOB_GPUS="0,1", SLURM_MEM_PER_NODE="8000", SLURM_CPUS_ON_NODE="4")
@@ -273,6 +275,7 @@ def test_every_step_is_an_srun_with_explicit_resources(workspace: Path) -> None:
     assert [(p.task, p.node, p.step_gpus, p.bind_host) for p in ports] == [(0, "node1", "fake", "127.0.0.1")]
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_a_server_crashing_at_start_fails_the_attempt_within_seconds_with_its_log_tail(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, server_flags=("--crash-at-start",), stand_in=True)
     outcome = run_supervisor(workspace, plan)
@@ -289,6 +292,7 @@ def test_a_server_crashing_at_start_fails_the_attempt_within_seconds_with_its_lo
     assert not (outcome.attempt_dir / "stand-in-answers.json").exists(), "the client never started"
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 @pytest.mark.parametrize("permissive", [False, True], ids=["strict", "permissive"])
 def test_a_server_serving_another_model_name_fails_to_start_naming_both_names(
     workspace: Path, permissive: bool
@@ -308,6 +312,7 @@ def test_a_server_serving_another_model_name_fails_to_start_naming_both_names(
     assert not (outcome.attempt_dir / "stand-in-answers.json").exists(), "the client never started"
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_a_command_server_without_v1_models_is_ready_on_health_alone(workspace: Path) -> None:
     script = (
         "import http.server, sys\n"
@@ -333,6 +338,7 @@ def test_a_command_server_without_v1_models_is_ready_on_health_alone(workspace: 
     )
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_a_server_dying_while_the_client_runs_is_server_died(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, server_flags=("--crash-after", "1"), stand_in=True)
     outcome = run_supervisor(workspace, plan, STAND_IN_MODE="sleep")
@@ -342,6 +348,7 @@ def test_a_server_dying_while_the_client_runs_is_server_died(workspace: Path) ->
     assert "while the client was running, and no replica of 'writer' is left" in outcome.status.message
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_without_srun_the_servers_fail_to_start(workspace: Path) -> None:
     (workspace / "bin" / "srun").unlink()
     plan = compile_plan(request_log_dir=workspace, stand_in=True)
@@ -351,6 +358,7 @@ def test_without_srun_the_servers_fail_to_start(workspace: Path) -> None:
     assert outcome.status.message.startswith("cannot run 'srun' for writer-r0: ")
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_an_unexpected_failure_is_an_internal_error_with_its_traceback(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, stand_in=True)
     layout = RunLayout.of(workspace, RUN_ID)
@@ -383,6 +391,7 @@ def test_an_edited_plan_fails_its_digest_check(workspace: Path) -> None:
     assert outcome.status.message.startswith("plan digest mismatch")
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 @pytest.mark.parametrize(
     ("mode", "status"), [("exit3", "client_error"), ("exit2", "invalid_config"), ("no-manifest", "client_error")]
 )
@@ -406,6 +415,7 @@ def test_client_endings_are_classified(workspace: Path, mode: str, status: str) 
         )
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_a_client_error_s_status_names_the_worker_s_cause_and_fix(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, stand_in=True)
     outcome = run_supervisor(workspace, plan, STAND_IN_MODE="client-error")
@@ -428,6 +438,7 @@ def test_a_client_error_s_status_names_the_worker_s_cause_and_fix(workspace: Pat
     ],
     ids=["SIGUSR1", "SIGTERM"],
 )
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_a_signal_drains_the_client_classifies_and_stops_every_child(
     workspace: Path, signum: signal.Signals, status: str, detail: str
 ) -> None:
@@ -458,6 +469,7 @@ def test_a_signal_drains_the_client_classifies_and_stops_every_child(
     assert _heartbeat(layout).phase == "stopping"
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_a_client_ended_by_the_forwarded_signal_is_classified_by_the_signal(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, stand_in=True)
     layout = RunLayout.of(workspace, RUN_ID)
@@ -472,6 +484,7 @@ def test_a_client_ended_by_the_forwarded_signal_is_classified_by_the_signal(work
     assert outcome.status.records == 0
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_a_signal_before_the_client_starts_ends_classified_with_no_records(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, server_flags=("--start-delay-s", "30"), stand_in=True)
     (workspace / "bin" / "job-reason").write_text("TimeLimit\n")  # what the fake scontrol says
@@ -491,6 +504,7 @@ def test_a_signal_before_the_client_starts_ends_classified_with_no_records(works
     assert not (outcome.attempt_dir / "stand-in-answers.json").exists()
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_one_dead_replica_of_two_does_not_end_the_attempt(workspace: Path) -> None:
     # One replica (whichever claims the file first) dies after answering one request; the other lives on.
     flags = ("--crash-after", "1", "--crash-claim", str(workspace / "crash.claim"))
@@ -514,6 +528,7 @@ def test_one_dead_replica_of_two_does_not_end_the_attempt(workspace: Path) -> No
     assert "1 replica(s) of 'writer' still serve it" in (layout.logs_dir(0, 1) / "supervisor.log").read_text()
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_an_attempt_generates_only_what_earlier_attempts_did_not_publish(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, stand_in=True)
     layout = RunLayout.of(workspace, RUN_ID)
@@ -533,6 +548,7 @@ def test_an_attempt_generates_only_what_earlier_attempts_did_not_publish(workspa
     assert (status.status, status.records, status.records_assigned) == ("succeeded", 3, 3)
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_nothing_left_to_generate_succeeds_without_starting_servers(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, stand_in=True)
     first = run_supervisor(workspace, plan)
@@ -549,6 +565,7 @@ def test_nothing_left_to_generate_succeeds_without_starting_servers(workspace: P
     assert len(second.srun_calls()) == calls, "no server was started"
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_a_retry_submission_takes_the_next_attempt_whoever_holds_the_planned_one(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, stand_in=True)
     first = run_supervisor(workspace, plan, STAND_IN_MODE="exit3")
@@ -575,6 +592,7 @@ def _heartbeat(layout: RunLayout) -> HeartbeatRecord:
     return result.payload
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_a_task_whose_attempt_is_claimed_by_someone_else_writes_nothing(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, stand_in=True)
     first = run_supervisor(workspace, plan)
@@ -588,6 +606,7 @@ def test_a_task_whose_attempt_is_claimed_by_someone_else_writes_nothing(workspac
     assert sorted(p.name for p in first.attempt_dir.iterdir()) == before
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_a_requeued_task_takes_the_next_attempt(workspace: Path) -> None:
     plan = compile_plan(request_log_dir=workspace, stand_in=True)
     first = run_supervisor(workspace, plan, STAND_IN_MODE="exit3")

@@ -94,6 +94,7 @@ def test_an_image_named_by_path_is_not_the_registry_s_and_is_not_checked(registe
     check_images(plan, workspace, say=lambda _: pytest.fail("nothing is checked"))
 
 
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
 def test_the_supervisor_ends_the_attempt_environment_mismatch_before_anything_starts(
     registered: tuple[Path, Path, str],
 ) -> None:
