@@ -3,11 +3,12 @@
 CI runs them all with ``bash scripts/test``; run one with ``uv run nox -s NAME`` (arguments after ``--`` go to
 pytest in ``tests``, to ``benchmarks/run.py`` in ``benchmarks``).
 
-- lint, typecheck, tests, build and benchmarks run in the uv workspace venv (``.venv``, exactly ``uv.lock``).
-- install_base, install_extra, install_leaf, deps and docs each create brand-new venvs under ``.nox/fresh/`` (removed
-  first, so ``--reuse-venv`` cannot weaken them), install only built wheels from ``dist/`` for our four
-  distributions (third-party packages and the host ``data-designer`` come from PyPI), and run the checks in
-  ``wheel_tests/`` with that venv's own pytest.
+- lint, typecheck, tests, build, release_check and benchmarks run in the uv workspace venv (``.venv``, exactly
+  ``uv.lock``).
+- install_base, install_extra, install_leaf, install_runtime, host_lowest, host_newest, deps and docs each create
+  brand-new venvs under ``.nox/fresh/`` (removed first, so ``--reuse-venv`` cannot weaken them), install only built
+  wheels from ``dist/`` for our distributions (third-party packages and the host ``data-designer`` come from PyPI),
+  and run the checks in ``wheel_tests/`` with that venv's own pytest.
 
 real_cluster (not in the default list; needs DDSLURM_REAL_CLUSTER=1 and DDSLURM_REAL_PROFILE) runs a benchmark on a
 real cluster from the built wheels; ``.ci/run`` runs it on the local cluster after ``bash scripts/test``.
@@ -22,12 +23,16 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import tomllib
 import zipfile
 from pathlib import Path
 
 import nox
 from nox.command import CommandFailed
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "none"
@@ -79,7 +84,11 @@ CI_SESSIONS = [
     "install_base",
     "install_extra",
     "install_leaf",
+    "install_runtime",
+    "host_lowest",
+    "host_newest",
     "deps",
+    "release_check",
     "docs",
     "benchmarks",
 ]
@@ -377,6 +386,182 @@ def deps(session: nox.Session) -> None:
         "data-designer-slurm-runtime[host,testing]",
     )
     _uv_run(session, "python", "scripts/check-deps", "--dist", str(DIST), "--python", str(venv / "bin" / "python"))
+
+
+# --- the runtime without the top package, the host range at both ends, the release ----------------------------------
+
+RUNTIME_HOST_TESTS = 29
+"""The runtime's tests marked ``host`` (they start the supervisor, which refuses to run without the host).
+
+install_runtime deselects exactly these; the installed_guard plugin fails the run on any other count, so adding or
+removing a host test means updating this number, and a marker expression cannot deselect everything silently.
+"""
+
+
+@nox.session(requires=["build"])
+def install_runtime(session: nox.Session) -> None:
+    """Fresh venv: contracts + planner + runtime wheels, no top package, no host: the runtime's tests pass, no Typer.
+
+    test_leaf_alone.py (``DDS_LEAF=runtime``) proves exactly those three are installed, from dist/, and that the
+    host, Typer, services and cli are not importable. The runtime's own tests then run against the installed wheels
+    (importlib mode and the installed_guard plugin, as in install_leaf) with ``-m "not host"``; the guard also
+    requires exactly RUNTIME_HOST_TESTS deselected tests, each marked ``host``.
+    """
+    _require_current_dist(session)
+    names = [name for name in DISTRIBUTIONS if name != TOP_LEAF]
+    package_tests = ROOT / "packages" / names[-1] / "tests"
+    venv = _fresh_venv(session, "venv")
+    # cryptography is a test dependency only: test_runtime_preflight makes a self-signed TLS certificate with it.
+    _uv_pip_install(session, venv, *(str(_wheel(name)) for name in names), "pytest", "hypothesis", "cryptography")
+    runtime_env: dict[str, str | None] = {"DDS_LEAF": "runtime"}
+    _wheel_tests(session, venv, "test_leaf_alone.py", env=runtime_env)
+    session.run(
+        str(venv / "bin" / "pytest"),
+        "-p",
+        "installed_guard",
+        "-m",
+        "not host",
+        str(package_tests.relative_to(ROOT)),
+        env={
+            **_venv_env(venv),
+            **runtime_env,
+            "PYTHONPATH": str(WHEEL_TESTS / "plugins"),
+            "DDS_EXPECT_DESELECTED": str(RUNTIME_HOST_TESTS),
+        },
+        external=True,
+    )
+
+
+# The root tests that drive the host's own API (its CLI, its generator) against our installed wheels.
+HOST_API_TESTS = (
+    "tests/test_host_worker.py",
+    "tests/test_host_against_test_server.py",
+    "tests/test_host_cli_errors.py",
+)
+
+
+def _host_range() -> SpecifierSet:
+    """The top package's requirement on the host (``data-designer>=1.0.0rc1,<2``), read from its pyproject."""
+    pyproject = ROOT / "packages" / TOP_LEAF / "pyproject.toml"
+    dependencies = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
+    host = [r for r in map(Requirement, dependencies) if r.name == "data-designer" and r.marker is None]
+    if len(host) != 1:
+        raise RuntimeError(f"{pyproject}: expected one unconditional data-designer requirement, found {host!r}")
+    return host[0].specifier
+
+
+def _lowest_host(host_range: SpecifierSet) -> str:
+    """The range's lower bound: the lowest host release we claim (the first with CLI extension discovery)."""
+    lower = [spec.version for spec in host_range if spec.operator == ">="]
+    if len(lower) != 1:
+        raise RuntimeError(f"the host range {host_range} needs exactly one '>=' lower bound to test, found {lower!r}")
+    return lower[0]
+
+
+def _newest_host(session: nox.Session, venv: Path, host_range: SpecifierSet) -> str:
+    """The newest ``data-designer`` release on the index within ``host_range`` (pre-releases included).
+
+    Read from ``pip index versions --json`` (the versions pip could install here, yanked ones aside), independently
+    of the resolver whose choice it then checks.
+    """
+    output = session.run(
+        str(venv / "bin" / "python"),
+        *("-m", "pip", "index", "versions", "--pre", "--json", "data-designer"),
+        silent=True,
+        stderr=subprocess.DEVNULL,
+        external=True,
+    )
+    versions = [Version(v) for v in json.loads(str(output))["versions"]]
+    within = [v for v in versions if host_range.contains(v, prereleases=True)]
+    if not within:
+        session.error(f"the index has no data-designer release within {host_range}: {sorted(map(str, versions))}")
+    return str(max(within))
+
+
+def _host_range_check(session: nox.Session, venv: Path, expected: str, end: str, host_range: SpecifierSet) -> None:
+    """Assert the installed host is ``expected``, then run discovery and the host-API tests in ``venv``."""
+    installed = session.run(
+        str(venv / "bin" / "python"),
+        *("-c", "import importlib.metadata as m; print(m.version('data-designer'))"),
+        silent=True,
+        stderr=subprocess.DEVNULL,
+        external=True,
+    )
+    found = str(installed).strip()
+    session.log(f"data-designer {found} installed: the {end} release within {host_range} is {expected}")
+    if Version(found) != Version(expected):
+        session.error(f"data-designer {found} is installed, but the {end} release within {host_range} is {expected}")
+    _wheel_tests(session, venv, "test_record_matches.py", "test_leaf_installed.py")
+    session.run(
+        str(venv / "bin" / "pytest"),
+        *("-p", "installed_guard", *HOST_API_TESTS),
+        env={**_venv_env(venv), "DDS_LEAF": "runtime", "PYTHONPATH": str(WHEEL_TESTS / "plugins")},
+        external=True,
+    )
+
+
+def _install_with_host(session: nox.Session, venv: Path, host: str, *pip_args: str) -> None:
+    _pip(
+        session,
+        venv,
+        *("install", "--progress-bar=off", "--quiet", "--pre", "--find-links", str(DIST), *pip_args),
+        host,
+        f"{TOP_LEAF}=={VERSION}",
+        "pytest",
+    )
+
+
+@nox.session(requires=["build"])
+def host_lowest(session: nox.Session) -> None:
+    """Fresh venv with pip: our four wheels with the LOWEST host the top package's range allows (its lower bound).
+
+    ``pip install --pre --find-links dist data-designer==<lower bound> data-designer-slurm==<VERSION>``; the
+    installed host must be exactly that release; then test_record_matches.py and test_leaf_installed.py (the
+    installed files are dist/'s, the host discovers ``slurm``) and the root tests that drive the host's API
+    (HOST_API_TESTS, importing only installed wheels through installed_guard).
+    """
+    _require_current_dist(session)
+    host_range = _host_range()
+    lowest = _lowest_host(host_range)
+    venv = _fresh_venv(session, "venv", pip=True)
+    _install_with_host(session, venv, f"data-designer=={lowest}")
+    _host_range_check(session, venv, lowest, "lowest", host_range)
+
+
+@nox.session(requires=["build"])
+def host_newest(session: nox.Session) -> None:
+    """Fresh venv with pip: our four wheels with the NEWEST host release on the index within the range.
+
+    The newest release within the range is read from ``pip index versions --pre --json``; pip then resolves
+    ``data-designer<range>`` with ``--upgrade --pre`` and the installed host must be that release; then the same
+    tests as host_lowest.
+    """
+    _require_current_dist(session)
+    host_range = _host_range()
+    venv = _fresh_venv(session, "venv", pip=True)
+    newest = _newest_host(session, venv, host_range)
+    _install_with_host(session, venv, f"data-designer{host_range}", "--upgrade")
+    _host_range_check(session, venv, newest, "newest", host_range)
+
+
+@nox.session(requires=["build"])
+def release_check(session: nox.Session) -> None:
+    """The four wheels and sdists in dist/ release as one: rebuildable, valid, lockstep, readable, documented.
+
+    ``twine check --strict`` on all eight artifacts, ``check-wheel-contents`` on the four wheels (no code ignored:
+    our PEP 420 namespaces pass as they are), then wheel_tests/test_release.py in the workspace venv: each sdist
+    rebuilds a wheel with the same RECORD as dist/'s, sdist and wheel metadata agree and pin siblings exactly (the
+    build session's test_dist.py checks the wheels' pins), each README renders to HTML as the index renders it,
+    and every version of ours in the docs is this release's.
+    """
+    _require_current_dist(session)
+    _sync(session)
+    wheels = sorted(str(p.relative_to(ROOT)) for p in DIST.glob("*.whl"))
+    sdists = sorted(str(p.relative_to(ROOT)) for p in DIST.glob("*.tar.gz"))
+    _uv_run(session, "twine", "check", "--strict", *wheels, *sdists)
+    _uv_run(session, "check-wheel-contents", *wheels)
+    release_tests = (WHEEL_TESTS / "test_release.py").relative_to(ROOT)
+    _uv_run(session, "pytest", str(release_tests), env={"DDS_WHEEL_DIST": str(DIST)})
 
 
 def _fern_cli(session: nox.Session) -> Path:

@@ -151,7 +151,11 @@ def _same_file(expected: str, actual: str) -> bool:
 
 
 def _host_requirement() -> str | None:
-    """The runtime's specifier on the host package (e.g. ``>=1.0.0rc1,<2``), from its installed metadata."""
+    """The runtime's specifier on the host package (e.g. ``>=1.0.0rc1,<2``), from its installed metadata.
+
+    The runtime requires the host only through its ``host`` extra (it installs without it); the supervisor, which
+    starts the client worker, needs it, so that requirement is the one checked.
+    """
     from packaging.requirements import InvalidRequirement, Requirement
 
     try:
@@ -163,7 +167,9 @@ def _host_requirement() -> str | None:
             requirement = Requirement(text)
         except InvalidRequirement:
             continue
-        if requirement.name == HOST_PACKAGE and requirement.marker is None:
+        if requirement.name == HOST_PACKAGE and (
+            requirement.marker is None or requirement.marker.evaluate({"extra": "host"})
+        ):
             return str(requirement.specifier)
     return None
 
