@@ -60,14 +60,14 @@ PASSTHROUGH: frozenset[str] = frozenset()
 
 def _probe_outcomes() -> frozenset[str]:
     """``probe_<check>_<status>`` for every ``record("<check>", "<status>", ...)`` of the probe that is not ``ok``."""
-    outcomes = set()
+    outcomes: set[str] = set()
     for path in ROOT.glob("packages/data-designer-slurm-runtime/src/data_designer/slurm/runtime/probe/*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "record":
-                check, status = (a.value if isinstance(a, ast.Constant) else None for a in node.args[:2])
+                check, status = (str(a.value) if isinstance(a, ast.Constant) else None for a in node.args[:2])
                 if status in get_args(ProbeStatus) and status != "ok":
                     # a check named by a variable (the partition checks' loop) may be any check
-                    checks = [check] if check in PROBE_CHECK_NAMES else PROBE_CHECK_NAMES
+                    checks = [check] if check in PROBE_CHECK_NAMES else list(PROBE_CHECK_NAMES)
                     outcomes.update(f"probe_{name}_{status}" for name in checks)
     return frozenset(outcomes)
 
