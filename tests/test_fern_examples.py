@@ -7,10 +7,7 @@ named ``bad-*.yaml`` are the pages' examples of mistakes: they must fail to load
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -41,22 +38,8 @@ PAGES = ("runs.mdx", "benchmarks.mdx")
 """The pages whose ``check: file`` blocks are these examples (other pages may show other files of the same name)."""
 
 
-@functools.cache
-def _check_docs() -> ModuleType:
-    """fern/check_docs.py (standard library only), for its page parser."""
-    name = "fern_check_docs"
-    spec = importlib.util.spec_from_file_location(name, FERN / "check_docs.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-def shown_files() -> dict[str, list[tuple[str, str]]]:
+def shown_files(check_docs: ModuleType) -> dict[str, list[tuple[str, str]]]:
     """Every ``check: file`` block of :data:`PAGES`: file name -> [(page, content)]."""
-    check_docs = _check_docs()
     shown: dict[str, list[tuple[str, str]]] = {}
     for page in (FERN / "pages" / name for name in PAGES):
         for block in check_docs.parse_blocks(page.read_text(encoding="utf-8")):
@@ -80,8 +63,8 @@ def test_every_example_file_is_listed_here() -> None:
 
 
 @pytest.mark.parametrize("name", ["profile.yaml", *RUNS, *BENCHMARKS, *BAD])
-def test_every_example_file_is_shown_and_equal_to_its_page_block(name: str) -> None:
-    blocks = shown_files().get(name)
+def test_every_example_file_is_shown_and_equal_to_its_page_block(name: str, check_docs: ModuleType) -> None:
+    blocks = shown_files(check_docs).get(name)
     assert blocks, f"fern/examples/{name} is shown on no page (in a 'check: file {name}' block)"
     text = (EXAMPLES / name).read_text(encoding="utf-8")
     for page, content in blocks:

@@ -7,43 +7,28 @@ entry removed or broken.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "fern" / "pages" / "troubleshooting.mdx"
+Checker = Callable[[str], list[str]]
 
 
-@functools.cache
-def _check_docs() -> ModuleType:
-    name = "fern_check_docs"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "fern" / "check_docs.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def failures_of(check_docs: ModuleType) -> Checker:
+    """The troubleshooting check of a page text, against the tables as the docs session reads them (this venv's)."""
+    tables = check_docs.product_tables(Path(sys.executable).parent.parent)
 
+    def failures(text: str) -> list[str]:
+        found: list[str] = check_docs.check_troubleshooting(text, tables)
+        return found
 
-@functools.cache
-def _tables() -> dict[str, Any]:
-    """The tables as the docs session reads them, from this interpreter's installed packages."""
-    tables: dict[str, Any] = _check_docs().product_tables(Path(sys.executable).parent.parent)
-    return tables
-
-
-def _failures(text: str) -> list[str]:
-    failures: list[str] = _check_docs().check_troubleshooting(text, _tables())
     return failures
 
 
@@ -55,15 +40,15 @@ def _without_entry(text: str, heading: str) -> str:
     return removed
 
 
-def test_the_page_has_one_complete_entry_for_every_code_and_state() -> None:
-    assert _failures(PAGE.read_text(encoding="utf-8")) == []
+def test_the_page_has_one_complete_entry_for_every_code_and_state(failures_of: Checker) -> None:
+    assert failures_of(PAGE.read_text(encoding="utf-8")) == []
 
 
-def test_the_tables_are_the_products() -> None:
+def test_the_tables_are_the_products(check_docs: ModuleType) -> None:
     from data_designer.slurm.contracts import ERROR_CODES, SHARD_STATES
     from data_designer.slurm.contracts.records import EXIT_CODES
 
-    tables = _tables()
+    tables = check_docs.product_tables(Path(sys.executable).parent.parent)
     assert set(tables["error_codes"]) == set(ERROR_CODES)
     assert tables["error_codes"]["unknown_key"] == [2]
     assert tables["error_codes"]["run_not_found"] == [3]
@@ -82,22 +67,22 @@ def test_the_tables_are_the_products() -> None:
         ("`alias_unused`", "`alias_unused` has no entry under '## Plan warnings'"),
     ],
 )
-def test_removing_an_entry_fails_naming_it(heading: str, named: str) -> None:
+def test_removing_an_entry_fails_naming_it(heading: str, named: str, failures_of: Checker) -> None:
     text = PAGE.read_text(encoding="utf-8")
-    failures = _failures(_without_entry(text, heading))
+    failures = failures_of(_without_entry(text, heading))
     assert len(failures) == 1, failures
     assert named in failures[0]
 
 
-def test_removing_the_validation_family_fails_naming_it() -> None:
-    family = _check_docs().VALIDATION_FAMILY
-    failures = _failures(_without_entry(PAGE.read_text(encoding="utf-8"), family))
+def test_removing_the_validation_family_fails_naming_it(check_docs: ModuleType, failures_of: Checker) -> None:
+    family = check_docs.VALIDATION_FAMILY
+    failures = failures_of(_without_entry(PAGE.read_text(encoding="utf-8"), family))
     assert failures == [
         f"fern/pages/troubleshooting.mdx: no '### {family}' entry under '## Error codes' for pydantic's own types"
     ]
 
 
-def test_a_wrong_exit_code_an_unknown_code_and_a_missing_fix_fail() -> None:
+def test_a_wrong_exit_code_an_unknown_code_and_a_missing_fix_fail(failures_of: Checker) -> None:
     text = PAGE.read_text(encoding="utf-8")
     entry = re.search(r"^### `run_not_found`\n.*?(?=^##)", text, re.MULTILINE | re.DOTALL)
     assert entry is not None
@@ -106,7 +91,7 @@ def test_a_wrong_exit_code_an_unknown_code_and_a_missing_fix_fail() -> None:
     assert "- **Fix:**" in original
     broken = original.replace("Exit 3.", "Exit 2.", 1).replace("- **Fix:**", "- Fix:", 1)
     broken += "### `no_such_code`\n\nExit 2. Made up.\n\n- **Usual causes:** none.\n- **Fix:** none.\n- **More:** `data-designer slurm status RUN`\n\n"
-    failures = _failures(text.replace(original, broken))
+    failures = failures_of(text.replace(original, broken))
     assert any("`run_not_found` must say its exit code: start with 'Exit 3.'" in f for f in failures), failures
     assert any("`run_not_found` lacks '- **Fix:** ...'" in f for f in failures), failures
     assert any("`no_such_code` is not one of the product's error codes" in f for f in failures), failures
