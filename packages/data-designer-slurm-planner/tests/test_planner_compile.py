@@ -266,6 +266,16 @@ def test_command_templates_substitute_what_is_known_and_keep_host_and_port() -> 
     )
 
 
+def test_a_problem_of_a_deployment_is_reported_once_however_many_replicas_check_it() -> None:
+    run = _run(
+        deployments={"writer": {"engine": "vllm", "model": "m", "replicas": 2, "engine_args": {"enforce-eagr": True}}}
+    )
+    with pytest.raises(InvalidInputError) as caught:
+        _compile(run)
+    found = [(p.code, p.key_path) for p in caught.value.problems]
+    assert found == [("engine_arg_unknown", "deployments.writer.engine_args.enforce-eagr")]
+
+
 def test_every_problem_is_reported_at_once() -> None:
     run = _run(
         deployments={

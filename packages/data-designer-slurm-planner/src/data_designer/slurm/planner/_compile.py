@@ -126,7 +126,8 @@ def compile(
     problems.items.extend(problem for options in authored for problem in options.problems)
 
     if problems.items or summary is None:
-        raise InvalidInputError.from_problems(problems.items, operation="plan.compile")
+        # every replica of a deployment checks its engine args: one problem is reported once, in the order found
+        raise InvalidInputError.from_problems(list(dict.fromkeys(problems.items)), operation="plan.compile")
 
     partition = run.submission.partition or profile.partitions.gpu
     account = run.submission.account if run.submission.account is not None else profile.account
