@@ -458,12 +458,8 @@ def _lowest_host(host_range: SpecifierSet) -> str:
     return lower[0]
 
 
-def _newest_host(session: nox.Session, venv: Path, host_range: SpecifierSet) -> str:
-    """The newest ``data-designer`` release on the index within ``host_range`` (pre-releases included).
-
-    Read from ``pip index versions --json`` (the versions pip could install here, yanked ones aside), independently
-    of the resolver whose choice it then checks.
-    """
+def _host_releases(session: nox.Session, venv: Path) -> list[Version]:
+    """Every ``data-designer`` release on the index, pre-releases included (``pip index versions --json``)."""
     output = session.run(
         str(venv / "bin" / "python"),
         *("-m", "pip", "index", "versions", "--pre", "--json", "data-designer"),
@@ -471,7 +467,16 @@ def _newest_host(session: nox.Session, venv: Path, host_range: SpecifierSet) -> 
         stderr=subprocess.DEVNULL,
         external=True,
     )
-    versions = [Version(v) for v in json.loads(str(output))["versions"]]
+    return [Version(v) for v in json.loads(str(output))["versions"]]
+
+
+def _newest_host(session: nox.Session, venv: Path, host_range: SpecifierSet) -> str:
+    """The newest ``data-designer`` release on the index within ``host_range`` (pre-releases included).
+
+    Read from ``pip index versions --json`` (the versions pip could install here, yanked ones aside), independently
+    of the resolver whose choice it then checks.
+    """
+    versions = _host_releases(session, venv)
     within = [v for v in versions if host_range.contains(v, prereleases=True)]
     if not within:
         session.error(f"the index has no data-designer release within {host_range}: {sorted(map(str, versions))}")
@@ -518,7 +523,9 @@ def host_lowest(session: nox.Session) -> None:
     ``pip install --pre --find-links dist data-designer==<lower bound> data-designer-slurm==<VERSION>``; the
     installed host must be exactly that release; then test_record_matches.py and test_leaf_installed.py (the
     installed files are dist/'s, the host discovers ``slurm``) and the root tests that drive the host's API
-    (HOST_API_TESTS, importing only installed wheels through installed_guard).
+    (HOST_API_TESTS, importing only installed wheels through installed_guard). Last, the newest release below the
+    bound, with our wheels beside it, must not know ``data-designer slurm``: the bound is the first release that
+    discovers extensions.
     """
     _require_current_dist(session)
     host_range = _host_range()
@@ -526,6 +533,33 @@ def host_lowest(session: nox.Session) -> None:
     venv = _fresh_venv(session, "venv", pip=True)
     _install_with_host(session, venv, f"data-designer=={lowest}")
     _host_range_check(session, venv, lowest, "lowest", host_range)
+
+    # The bound is the lowest release that discovers extensions: the release just below it, with our four wheels
+    # installed beside it (--no-deps: only discovery is in question), has no `slurm` command.
+    below = [v for v in _host_releases(session, venv) if v < Version(lowest)]
+    if not below:
+        session.log(f"no data-designer release below {lowest} on the index: nothing to compare the bound with")
+        return
+    previous = str(max(below))
+    old = _fresh_venv(session, "below", pip=True)
+    _pip(session, old, "install", "--progress-bar=off", "--quiet", f"data-designer=={previous}")
+    _pip(
+        session, old, "install", "--progress-bar=off", "--quiet", "--no-deps", *(str(_wheel(n)) for n in DISTRIBUTIONS)
+    )
+    done = subprocess.run(
+        [str(old / "bin" / "data-designer"), "slurm", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **{k: v for k, v in _venv_env(old).items() if v is not None}},
+        check=False,
+    )
+    if done.returncode == 0 or "No such command" not in done.stdout + done.stderr:
+        session.error(
+            f"data-designer {previous} (below the range's lower bound {lowest}) runs `data-designer slurm`: the bound "
+            f"is not the lowest release that discovers extensions; lower it (exit {done.returncode})"
+        )
+    session.log(f"data-designer {previous}, the release below {lowest}, has no `slurm` command: the bound is tight")
 
 
 @nox.session(requires=["build"])
