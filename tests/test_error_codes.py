@@ -18,6 +18,8 @@ from __future__ import annotations
 import ast
 import functools
 from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
 
@@ -101,25 +103,15 @@ def _name(func: ast.expr) -> str | None:
     return None
 
 
-def _error_classes(trees: dict[Path, ast.Module]) -> dict[str, ErrorCategory]:
-    """Error class name -> category, through subclasses defined anywhere in the sources (by simple name)."""
-    classes = dict(ERROR_CLASSES)
-    grew = True
-    while grew:
-        grew = False
-        for tree in trees.values():
-            for node in ast.walk(tree):
-                if isinstance(node, ast.ClassDef) and node.name not in classes:
-                    for base in node.bases:
-                        if (name := _name(base)) in classes:
-                            classes[node.name] = classes[name]
-                            grew = True
-                            break
-    return classes
+@dataclass(frozen=True)
+class _ErrorClass:
+    category: ErrorCategory
+    default_code: str | None
 
 
-def _default_codes(trees: dict[Path, ast.Module]) -> dict[str, str]:
-    """Error class name -> the ``default_code`` it has, its own or inherited (by simple name)."""
+def _error_classes(trees: dict[Path, ast.Module]) -> dict[str, _ErrorClass]:
+    """Error class name -> its category and ``default_code``, own or inherited, through subclasses defined anywhere
+    in the sources (by simple name)."""
     bases: dict[str, list[str]] = {}
     own: dict[str, str] = {}
     for tree in trees.values():
@@ -137,45 +129,42 @@ def _default_codes(trees: dict[Path, ast.Module]) -> dict[str, str]:
                     ):
                         own[node.name] = str(statement.value.value)
 
-    def default(name: str, seen: frozenset[str] = frozenset()) -> str | None:
-        if name in own:
-            return own[name]
+    def lineage(name: str, seen: frozenset[str] = frozenset()) -> Iterator[str]:
+        """``name``, then its bases depth first (the order a default_code is inherited in)."""
+        yield name
         for base in bases.get(name, []):
-            if base not in seen and (found := default(base, seen | {name})) is not None:
-                return found
-        return None
+            if base not in seen:
+                yield from lineage(base, seen | {name})
 
-    return {name: code for name in bases if (code := default(name)) is not None}
+    classes: dict[str, _ErrorClass] = {}
+    for name in {*bases, *ERROR_CLASSES}:
+        line = list(lineage(name))
+        category = next((ERROR_CLASSES[n] for n in line if n in ERROR_CLASSES), None)
+        if category is not None:
+            classes[name] = _ErrorClass(category, next((own[n] for n in line if n in own), None))
+    return classes
 
 
-def _default_made(
-    module: _Module, call: ast.Call, name: str | None, classes: dict[str, ErrorCategory], defaults: dict[str, str]
-) -> tuple[str, str] | None:
-    """(default code, category) when ``call`` makes an error without ``code=``: ``Error(...)`` or ``super().__init__``."""
-    if name in classes and name in defaults:
-        return defaults[name], classes[name].value
+def _default_made(module: _Module, call: ast.Call, made: list[_ErrorClass]) -> set[tuple[str, str]]:
+    """(default code, category) of each error ``call`` makes without ``code=``: ``Error(...)`` or ``super().__init__``."""
     if (
-        name == "__init__"
+        not made
+        and _name(call.func) == "__init__"
         and isinstance(call.func, ast.Attribute)
         and isinstance(call.func.value, ast.Call)
         and _name(call.func.value.func) == "super"
     ):
-        node: ast.AST = call
-        while node in module.parents:
-            node = module.parents[node]
-            if isinstance(node, ast.ClassDef):
-                if node.name in classes and node.name in defaults:
-                    return defaults[node.name], classes[node.name].value
-                return None
-    return None
+        made = [c for c in [module.class_of(call)] if c is not None]
+    return {(c.default_code, c.category.value) for c in made if c.default_code is not None}
 
 
 class _Module:
     """One source file: resolves a code expression to the literals it can be."""
 
-    def __init__(self, path: Path, tree: ast.Module) -> None:
+    def __init__(self, path: Path, tree: ast.Module, classes: dict[str, _ErrorClass]) -> None:
         self.path = path
         self.tree = tree
+        self.classes = classes
         self.parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
         self.constants = {
             target.id: node.value.value
@@ -186,6 +175,29 @@ class _Module:
             for target in node.targets
             if isinstance(target, ast.Name)
         }
+
+    def class_of(self, node: ast.AST) -> _ErrorClass | None:
+        """The error class whose body holds ``node`` (None: not inside one)."""
+        while node in self.parents:
+            node = self.parents[node]
+            if isinstance(node, ast.ClassDef):
+                return self.classes.get(node.name)
+        return None
+
+    def errors_made(self, call: ast.Call) -> list[_ErrorClass]:
+        """The error classes ``call`` can make: ``Error(...)``, or a local name bound to one or to ``A if c else B``."""
+        name = _name(call.func)
+        if name in self.classes:
+            return [self.classes[name]]
+        function = self.function_of(call)
+        if function is None or not isinstance(call.func, ast.Name):
+            return []
+        bound: list[_ErrorClass] = []
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                choices = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+                bound += [self.classes[n] for c in choices if (n := _name(c)) in self.classes]
+        return bound
 
     def function_of(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         while node in self.parents:
@@ -255,32 +267,24 @@ def scan() -> tuple[dict[str, set[str]], list[str]]:
     """code -> the kinds of site that make it (error categories, problem, validation, warning); unresolved sites."""
     trees = {path: ast.parse(path.read_text(encoding="utf-8"), str(path)) for path in SOURCES}
     classes = _error_classes(trees)
-    defaults = _default_codes(trees)
     found: dict[str, set[str]] = defaultdict(set)
     unresolved: list[str] = []
     for path, tree in trees.items():
-        module = _Module(path, tree)
+        module = _Module(path, tree, classes)
         where = path.relative_to(ROOT / "packages").as_posix()
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
             name = _name(node.func)
+            made = module.errors_made(node)
             expr = next((kw.value for kw in node.keywords if kw.arg == "code"), None)
             if name == "PydanticCustomError" and node.args:
                 expr = node.args[0]
             if expr is None:
-                made = _default_made(module, node, name, classes, defaults)
-                if made is not None:
-                    found[made[0]].add(made[1])
+                for code, category in _default_made(module, node, made):
+                    found[code].add(category)
                 continue
-            if name in classes:
-                kind = classes[name].value
-            elif name in CARRIERS:
-                kind = CARRIERS[name]
-            elif name == "kind":  # cli/_boundary.py: ``kind = InvalidInputError if ... else InternalError``
-                kind = ErrorCategory.INVALID_INPUT.value
-            else:
-                kind = PROBLEM
+            kinds = {c.category.value for c in made} if made else {CARRIERS.get(name or "", PROBLEM)}
             codes = module.resolve(expr, node)
             if codes is None:
                 key = (where, ast.unparse(expr))
@@ -290,7 +294,7 @@ def scan() -> tuple[dict[str, set[str]], list[str]]:
                 codes = set(DYNAMIC[key])
             warned = module.warning_only(node) if name == "ConfigFinding" else set()
             for code in codes:
-                found[code].add(WARNING if code in warned else kind)
+                found[code].update({WARNING} if code in warned else kinds)
     return found, unresolved
 
 
@@ -357,12 +361,12 @@ def test_a_computed_code_nobody_listed_is_reported(tmp_path: Path) -> None:
         "def check(kind):\n    _problem('fixed_code')\n    _problem(f'computed_{kind}')\n",
         encoding="utf-8",
     )
-    module = _Module(source, ast.parse(source.read_text(encoding="utf-8")))
+    module = _Module(source, ast.parse(source.read_text(encoding="utf-8")), {})
     call = next(n for n in ast.walk(module.tree) if isinstance(n, ast.Call) and _name(n.func) == "Problem")
     assert module.resolve(call.keywords[0].value, call) is None
     source.write_text(
         "def _problem(code):\n    return Problem(code=code)\n\ndef check():\n    _problem('a')\n    _problem('b')\n"
     )
-    module = _Module(source, ast.parse(source.read_text(encoding="utf-8")))
+    module = _Module(source, ast.parse(source.read_text(encoding="utf-8")), {})
     call = next(n for n in ast.walk(module.tree) if isinstance(n, ast.Call) and _name(n.func) == "Problem")
     assert module.resolve(call.keywords[0].value, call) == {"a", "b"}

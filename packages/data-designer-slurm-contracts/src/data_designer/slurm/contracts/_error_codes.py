@@ -258,6 +258,7 @@ _BY_CATEGORY: Final[dict[ErrorCategory, tuple[str, ...]]] = {
         "not_canonical",
         "record_payload_type",
         "sbatch_options_data",
+        "usage_error",
         "vllm_flags_data",
     ),
     ErrorCategory.INTERRUPTED: ("interrupted",),
