@@ -267,6 +267,8 @@ TROUBLESHOOTING_SECTIONS = {
     "warning_codes": "Plan warnings",
 }
 """Table (as :data:`TABLES_SCRIPT` prints it) -> the ``##`` section of the page that must cover it."""
+EXIT_PREFIXES = {"error_codes": "Exit", "final_statuses": "Task exit"}
+"""Tables whose entries start with their exit code, and how: a command's exit, or the array task's (``sacct``)."""
 ENTRY_FIELDS = ("Usual causes", "Fix", "More")
 """Every entry ends with these bullets (``- **Fix:** ...``); **More** names the command that shows more."""
 
@@ -367,7 +369,7 @@ def check_troubleshooting(
                 elif code in seen:
                     failures.append(f"{where}: `{code}` already has an entry (line {seen[code]}): keep one")
                 seen[code] = entry.line
-            failures += _entry_failures(entry, codes, wanted, where)
+            failures += _entry_failures(entry, codes, wanted, where, EXIT_PREFIXES.get(key, ""))
         for code in table:
             if code not in seen:
                 exits = table[code]
@@ -381,7 +383,7 @@ def check_troubleshooting(
     return failures
 
 
-def _entry_failures(entry: Entry, codes: list[str], table: dict[str, list[int]], where: str) -> list[str]:
+def _entry_failures(entry: Entry, codes: list[str], table: dict[str, list[int]], where: str, prefix: str) -> list[str]:
     failures: list[str] = []
     lines = [line.strip() for line in entry.body]
     fields = {m["name"]: m["text"].strip() for line in lines if (m := _FIELD.match(line))}
@@ -393,12 +395,13 @@ def _entry_failures(entry: Entry, codes: list[str], table: dict[str, list[int]],
     if wanted:
         stated = next((m for line in lines if (m := _EXIT_LINE.match(line))), None)
         shown = sorted(int(c) for c in re.split(r", | or ", stated["codes"])) if stated else None
-        if shown != sorted(wanted):
+        if shown != sorted(wanted) or stated is None or stated["what"] != prefix:
             expected = " or ".join(map(str, wanted))
+            found = f"{stated['what']} {shown}" if stated else "none"
             failures.append(
-                f"{where}: {entry.title} must say its exit code: start with 'Exit {expected}.' (found {shown})"
+                f"{where}: {entry.title} must say its exit code: start with '{prefix} {expected}.' (found {found})"
             )
-    meaning = [line for line in prose if not _EXIT_LINE.match(line) or len(line.split(".", 1)[1].strip()) > 0]
+    meaning = [rest for line in prose if (rest := _EXIT_LINE.sub("", line, count=1).strip())]
     if not meaning:
         failures.append(f"{where}: {entry.title} says nothing about what it means")
     for field_name in ENTRY_FIELDS:

@@ -95,3 +95,13 @@ def test_a_wrong_exit_code_an_unknown_code_and_a_missing_fix_fail(failures_of: C
     assert any("`run_not_found` must say its exit code: start with 'Exit 3.'" in f for f in failures), failures
     assert any("`run_not_found` lacks '- **Fix:** ...'" in f for f in failures), failures
     assert any("`no_such_code` is not one of the product's error codes" in f for f in failures), failures
+
+
+def test_an_attempt_ending_gives_the_tasks_exit_not_a_commands(failures_of: Checker) -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    entry = re.search(r"^### `server_died`\n.*?(?=^##)", text, re.MULTILINE | re.DOTALL)
+    assert entry is not None
+    assert "Task exit 11." in entry.group(0)
+    failures = failures_of(text.replace(entry.group(0), entry.group(0).replace("Task exit 11.", "Exit 11.", 1)))
+    assert len(failures) == 1, failures
+    assert "`server_died` must say its exit code: start with 'Task exit 11.' (found Exit [11])" in failures[0]
