@@ -23,13 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
 
+import pytest
+
 from data_designer.slurm.contracts import (
     ERROR_CODES,
     PROBE_CHECK_NAMES,
+    VALIDATION_TYPE_CODES,
     WARNING_CODES,
     ErrorCategory,
+    InvalidInputError,
     ProbeStatus,
 )
+from data_designer.slurm.planner import load_run
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted(
@@ -370,3 +375,14 @@ def test_a_computed_code_nobody_listed_is_reported(tmp_path: Path) -> None:
     module = _Module(source, ast.parse(source.read_text(encoding="utf-8")), {})
     call = next(n for n in ast.walk(module.tree) if isinstance(n, ast.Call) and _name(n.func) == "Problem")
     assert module.resolve(call.keywords[0].value, call) == {"a", "b"}
+
+
+def test_a_value_of_the_wrong_type_is_a_problem_with_pydantics_own_code() -> None:
+    """The passthrough DYNAMIC lists for planner/_validation.py: such a code is one of VALIDATION_TYPE_CODES."""
+    text = (ROOT / "fern" / "examples" / "run.yaml").read_text(encoding="utf-8")
+    assert "records: 10000" in text
+    with pytest.raises(InvalidInputError) as caught:
+        load_run(text.replace("records: 10000", 'records: "8"'), file="run.yaml")
+    codes = [(p.code, p.key_path) for p in caught.value.problems]
+    assert codes == [("int_type", "records")]
+    assert "int_type" in VALIDATION_TYPE_CODES
