@@ -15,7 +15,7 @@ import pytest
 
 from data_designer.slurm.contracts import ExitCode, InternalError, InvalidInputError, NotFoundError, UnavailableError
 from data_designer.slurm.contracts.records import ImageInspection
-from data_designer.slurm.runtime import CommandResult, CommandRunner, SubprocessRunner
+from data_designer.slurm.runtime import CommandResult, SubprocessRunner
 from data_designer.slurm.runtime.images import (
     IMAGE_TOOLS,
     INSPECTED_DISTRIBUTIONS,
@@ -129,12 +129,8 @@ def test_sif_wrapping_the_squashfs_gives_the_same_inspection(tmp_path: Path, run
     assert all(argv[1:3] == ("-o", str(partition.offset)) for argv in counting.calls[1:])
 
 
-class _NoCatRunner:
+class _NoCatRunner(CountingRunner):
     """An unsquashfs whose ``-help`` does not list ``-cat`` (as before squashfs-tools 4.5): files get extracted."""
-
-    def __init__(self, inner: CommandRunner) -> None:
-        self.inner = inner
-        self.calls: list[tuple[str, ...]] = []
 
     def run(
         self,
@@ -144,9 +140,8 @@ class _NoCatRunner:
         stdin: str | None = None,
         environment: Mapping[str, str] | None = None,
     ) -> CommandResult:
-        self.calls.append(tuple(argv))
         assert "-cat" not in argv
-        result = self.inner.run(argv, timeout_s=timeout_s, stdin=stdin, environment=environment)
+        result = super().run(argv, timeout_s=timeout_s, stdin=stdin, environment=environment)
         if "-help" in argv:
             text = "\n".join(line for line in result.stdout.splitlines() if not line.strip().startswith("-cat"))
             return CommandResult(result.argv, result.returncode, text, result.stderr, result.duration_s)
