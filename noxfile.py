@@ -207,6 +207,22 @@ def _wheel_tests(session: nox.Session, venv: Path, *files: str, env: dict[str, s
     session.run(str(venv / "bin" / "pytest"), *paths, env={**_venv_env(venv), **(env or {})}, external=True)
 
 
+def _guarded_tests(
+    session: nox.Session, venv: Path, leaf: str, *args: str, env: dict[str, str | None] | None = None
+) -> None:
+    """Tests from the source tree that import only the installed wheels, with ``venv``'s pytest.
+
+    pytest runs in importlib mode (no sys.path insertion) and wheel_tests/plugins/installed_guard.py fails the run
+    unless ``data_designer.slurm.<leaf>`` comes from the venv and no data_designer.slurm module came from elsewhere.
+    """
+    session.run(
+        str(venv / "bin" / "pytest"),
+        *("-p", "installed_guard", *args),
+        env={**_venv_env(venv), "DDS_LEAF": leaf, "PYTHONPATH": str(WHEEL_TESTS / "plugins"), **(env or {})},
+        external=True,
+    )
+
+
 # --- workspace sessions --------------------------------------------------------------------------------------------
 
 
@@ -353,19 +369,8 @@ def install_leaf(session: nox.Session) -> None:
             session.error(f"{package_tests.relative_to(ROOT)} does not exist: nothing to run against the wheel")
         venv = _fresh_venv(session, leaf)
         _uv_pip_install(session, venv, *(str(_wheel(name)) for name in names), "pytest", "hypothesis")
-        leaf_env: dict[str, str | None] = {"DDS_LEAF": leaf}
-        _wheel_tests(session, venv, "test_leaf_alone.py", env=leaf_env)
-        # The package's own tests, from the source tree but importing only the installed wheel: pytest runs in
-        # importlib mode (no sys.path insertion) and the guard plugin fails the run if any data_designer.slurm
-        # module was imported from outside the venv.
-        session.run(
-            str(venv / "bin" / "pytest"),
-            "-p",
-            "installed_guard",
-            str(package_tests.relative_to(ROOT)),
-            env={**_venv_env(venv), **leaf_env, "PYTHONPATH": str(WHEEL_TESTS / "plugins")},
-            external=True,
-        )
+        _wheel_tests(session, venv, "test_leaf_alone.py", env={"DDS_LEAF": leaf})
+        _guarded_tests(session, venv, leaf, str(package_tests.relative_to(ROOT)))
 
 
 @nox.session(requires=["build"])
@@ -413,22 +418,13 @@ def install_runtime(session: nox.Session) -> None:
     venv = _fresh_venv(session, "venv")
     # cryptography is a test dependency only: test_runtime_preflight makes a self-signed TLS certificate with it.
     _uv_pip_install(session, venv, *(str(_wheel(name)) for name in names), "pytest", "hypothesis", "cryptography")
-    runtime_env: dict[str, str | None] = {"DDS_LEAF": "runtime"}
-    _wheel_tests(session, venv, "test_leaf_alone.py", env=runtime_env)
-    session.run(
-        str(venv / "bin" / "pytest"),
-        "-p",
-        "installed_guard",
-        "-m",
-        "not host",
-        str(package_tests.relative_to(ROOT)),
-        env={
-            **_venv_env(venv),
-            **runtime_env,
-            "PYTHONPATH": str(WHEEL_TESTS / "plugins"),
-            "DDS_EXPECT_DESELECTED": str(RUNTIME_HOST_TESTS),
-        },
-        external=True,
+    _wheel_tests(session, venv, "test_leaf_alone.py", env={"DDS_LEAF": "runtime"})
+    _guarded_tests(
+        session,
+        venv,
+        "runtime",
+        *("-m", "not host", str(package_tests.relative_to(ROOT))),
+        env={"DDS_EXPECT_DESELECTED": str(RUNTIME_HOST_TESTS)},
     )
 
 
@@ -497,12 +493,7 @@ def _host_range_check(session: nox.Session, venv: Path, expected: str, end: str,
     if Version(found) != Version(expected):
         session.error(f"data-designer {found} is installed, but the {end} release within {host_range} is {expected}")
     _wheel_tests(session, venv, "test_record_matches.py", "test_leaf_installed.py")
-    session.run(
-        str(venv / "bin" / "pytest"),
-        *("-p", "installed_guard", *HOST_API_TESTS),
-        env={**_venv_env(venv), "DDS_LEAF": "runtime", "PYTHONPATH": str(WHEEL_TESTS / "plugins")},
-        external=True,
-    )
+    _guarded_tests(session, venv, "runtime", *HOST_API_TESTS)
 
 
 def _install_with_host(session: nox.Session, venv: Path, host: str, *pip_args: str) -> None:
