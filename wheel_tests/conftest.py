@@ -3,7 +3,8 @@
 The install_base, install_extra and install_leaf sessions each create a fresh venv, install built wheels and
 pytest into it, and run the test files that describe that venv's state with that venv's own pytest, so every
 import resolves to installed wheels (the ``site_packages`` fixture refuses the workspace's editable venv). Only
-test_dist.py, run by the build session, reads dist/ from the workspace venv. ``DDS_WHEEL_DIST`` names dist/.
+test_dist.py (the build session) and test_release.py (release_check) read dist/ from the workspace venv.
+``DDS_WHEEL_DIST`` names dist/.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import sys
 import sysconfig
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
+from email.message import Message
+from email.parser import Parser
 from pathlib import Path
 
 import pytest
@@ -73,6 +76,18 @@ def wheel_path(dist_dir: Path, version: str) -> Callable[[str], Path]:
         return matches[0]
 
     return find
+
+
+@pytest.fixture(scope="session")
+def wheel_metadata(wheel_path: Callable[[str], Path], version: str) -> Callable[[str], Message]:
+    """The METADATA inside a distribution's built wheel in dist/."""
+
+    def read(name: str) -> Message:
+        with zipfile.ZipFile(wheel_path(name)) as wheel:
+            text = wheel.read(f"{name.replace('-', '_')}-{version}.dist-info/METADATA").decode("utf-8")
+        return Parser().parsestr(text)
+
+    return read
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,6 @@ import tarfile
 import zipfile
 from collections.abc import Callable
 from email.message import Message
-from email.parser import Parser
 from pathlib import Path
 
 import pytest
@@ -55,11 +54,6 @@ def _wheel_names(wheel: Path) -> list[str]:
         return archive.namelist()
 
 
-def _metadata(wheel: Path, name: str, version: str) -> Message:
-    with zipfile.ZipFile(wheel) as archive:
-        return Parser().parsestr(archive.read(f"{_dist_info(name, version)}/METADATA").decode("utf-8"))
-
-
 def test_dist_holds_exactly_four_wheels_and_four_sdists(dist_dir: Path, version: str) -> None:
     artifacts = sorted(p.name for p in dist_dir.iterdir() if not p.name.startswith("."))
     expected = sorted(
@@ -90,8 +84,8 @@ def test_namespaces_have_no_init(name: str, wheel_path: Callable[[str], Path]) -
 
 
 @pytest.mark.parametrize("name", DISTRIBUTIONS)
-def test_metadata_pins_siblings_exactly(name: str, wheel_path: Callable[[str], Path], version: str) -> None:
-    metadata = _metadata(wheel_path(name), name, version)
+def test_metadata_pins_siblings_exactly(name: str, wheel_metadata: Callable[[str], Message], version: str) -> None:
+    metadata = wheel_metadata(name)
     assert metadata["Name"] == name
     assert metadata["Version"] == version
     assert metadata["Requires-Python"] == ">=3.11"
@@ -109,9 +103,9 @@ def test_metadata_pins_siblings_exactly(name: str, wheel_path: Callable[[str], P
 
 @pytest.mark.parametrize("name", DISTRIBUTIONS)
 def test_extras_are_exactly_the_listed_ones_and_hold_only_their_distributions(
-    name: str, wheel_path: Callable[[str], Path], version: str
+    name: str, wheel_metadata: Callable[[str], Message]
 ) -> None:
-    metadata = _metadata(wheel_path(name), name, version)
+    metadata = wheel_metadata(name)
     extras = EXTRAS.get(name, {})
     assert sorted(metadata.get_all("Provides-Extra") or []) == sorted(extras)
     requirements = [Requirement(value) for value in metadata.get_all("Requires-Dist") or []]

@@ -56,12 +56,6 @@ def _stem(name: str, version: str) -> str:
     return f"{name.replace('-', '_')}-{version}"
 
 
-def _wheel_metadata(wheel: Path, name: str, version: str) -> Message:
-    with zipfile.ZipFile(wheel) as archive:
-        text = archive.read(f"{_stem(name, version)}.dist-info/METADATA").decode("utf-8")
-    return Parser().parsestr(text)
-
-
 def _wheel_record(wheel: Path, name: str, version: str) -> list[str]:
     with zipfile.ZipFile(wheel) as archive:
         return sorted(archive.read(f"{_stem(name, version)}.dist-info/RECORD").decode("utf-8").splitlines())
@@ -115,9 +109,9 @@ def test_the_wheel_rebuilt_from_the_sdist_has_the_same_record(
 
 @pytest.mark.parametrize("name", DISTRIBUTIONS)
 def test_the_sdist_metadata_is_the_wheel_metadata_and_pins_siblings_exactly(
-    name: str, dist_dir: Path, wheel_path: Callable[[str], Path], version: str
+    name: str, dist_dir: Path, wheel_metadata: Callable[[str], Message], version: str
 ) -> None:
-    wheel = _wheel_metadata(wheel_path(name), name, version)
+    wheel = wheel_metadata(name)
     sdist = _sdist_metadata(dist_dir / f"{_stem(name, version)}.tar.gz", _stem(name, version))
     assert {field: sdist[field] for field in SHARED_FIELDS} == {field: wheel[field] for field in SHARED_FIELDS}
     for field in SHARED_LISTS:
@@ -128,8 +122,8 @@ def test_the_sdist_metadata_is_the_wheel_metadata_and_pins_siblings_exactly(
 
 
 @pytest.mark.parametrize("name", DISTRIBUTIONS)
-def test_the_readme_renders_as_the_index_page(name: str, wheel_path: Callable[[str], Path], version: str) -> None:
-    metadata = _wheel_metadata(wheel_path(name), name, version)
+def test_the_readme_renders_as_the_index_page(name: str, wheel_metadata: Callable[[str], Message]) -> None:
+    metadata = wheel_metadata(name)
     content_type = metadata["Description-Content-Type"]
     assert content_type is not None
     assert content_type.split(";")[0].strip() == "text/markdown", content_type
