@@ -111,6 +111,7 @@ from data_designer.slurm.planner._sbatch_options import (
 )
 from data_designer.slurm.planner._secrets import find_secret_literals, is_secret_like_key
 from data_designer.slurm.planner._validation import allowed_keys, validate_document
+from data_designer.slurm.planner._versions import satisfies
 from data_designer.slurm.planner._vllm import (
     CONTROLLED_FLAGS,
     MULTI_NODE_FLAGS,
@@ -223,6 +224,7 @@ __all__ = [
     "resolve_config",
     "resolve_sbatch_options",
     "sampler_seed_words",
+    "satisfies",
     "sbatch_option_table",
     "serve_flag_versions",
     "sha256_digest",

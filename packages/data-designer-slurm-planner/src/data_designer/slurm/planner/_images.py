@@ -31,7 +31,7 @@ from data_designer.slurm.contracts import (
     RunSpec,
     __version__,
 )
-from data_designer.slurm.planner._versions import parse_version, satisfies
+from data_designer.slurm.planner._versions import same_version, satisfies
 from data_designer.slurm.planner._vllm import SUPPORTED_VLLM, is_supported_vllm_version
 
 LAUNCHER_PYTHON = (3, 8)
@@ -111,7 +111,7 @@ def client_problems(record: ImageRecord, *, installation: Installation, key_path
         found = _found(record, distribution)
         if found is None and distribution == TOP_DISTRIBUTION:
             continue
-        if not _same_version(found, installation.version):
+        if found is None or not same_version(found, installation.version):
             held = f"holds {distribution} {found}" if found is not None else f"{distribution} is absent or undetermined"
             problems.append(
                 _problem(
@@ -176,13 +176,6 @@ def _python_problem(
             f"register an image whose python3 is {wanted} or later",
         )
     ]
-
-
-def _same_version(found: str | None, ours: str) -> bool:
-    if found is None:
-        return False
-    parsed = parse_version(found)
-    return found == ours or (parsed is not None and parsed == parse_version(ours))
 
 
 def _python_version(text: str | None) -> tuple[int, int] | None:

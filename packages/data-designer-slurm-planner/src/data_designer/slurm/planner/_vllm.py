@@ -31,8 +31,11 @@ import re
 from collections.abc import Mapping
 from importlib import resources
 
+from packaging.version import Version
+
 from data_designer.slurm.contracts import EngineArgValue, InternalError, InvalidInputError, Problem
 from data_designer.slurm.planner._document import KeyPath, format_key_path
+from data_designer.slurm.planner._versions import satisfies
 
 SUPPORTED_VLLM = ">=0.32,<0.34"
 """The vLLM releases a ``vllm`` deployment supports (a PEP 440 specifier): the two newest minor lines on PyPI when
@@ -126,7 +129,6 @@ MULTI_NODE_FLAGS: tuple[str, ...] = (
 
 _DATA_FILE = "vllm_serve_flags.json"
 _RELEASE = re.compile(r"(\d+(?:\.\d+)*)(?:\.post\d+)?(?:\+[0-9A-Za-z.]+)?")
-_BOUNDS = re.compile(r">=(\d+(?:\.\d+)*),<(\d+(?:\.\d+)*)")
 
 
 @functools.cache
@@ -148,7 +150,7 @@ def _flags_by_version() -> Mapping[str, frozenset[str]]:
 
 def serve_flag_versions() -> tuple[str, ...]:
     """The vLLM versions whose ``vllm serve`` flags are known, oldest first."""
-    return tuple(sorted(_flags_by_version(), key=_release))
+    return tuple(sorted(_flags_by_version(), key=Version))
 
 
 def known_serve_flags(version: str | None = None) -> frozenset[str]:
@@ -173,21 +175,7 @@ def is_supported_vllm_version(version: str) -> bool:
 
     Pre-releases and dev builds are not supported: their flags were never checked.
     """
-    if _RELEASE.fullmatch(version) is None:
-        return False
-    bounds = _BOUNDS.fullmatch(SUPPORTED_VLLM)
-    if bounds is None:  # pragma: no cover - SUPPORTED_VLLM is a constant of this module
-        raise InternalError(f"SUPPORTED_VLLM {SUPPORTED_VLLM!r} is not '>=A,<B'")
-    low, high = (_release(bound) for bound in bounds.groups())
-    return low <= _release(version) < high
-
-
-def _release(version: str) -> tuple[int, ...]:
-    match = _RELEASE.match(version)
-    parts = tuple(int(p) for p in match.group(1).split(".")) if match else ()
-    while parts and parts[-1] == 0:  # 0.32 == 0.32.0, as in PEP 440
-        parts = parts[:-1]
-    return parts
+    return _RELEASE.fullmatch(version) is not None and satisfies(version, SUPPORTED_VLLM)
 
 
 def check_engine_args(

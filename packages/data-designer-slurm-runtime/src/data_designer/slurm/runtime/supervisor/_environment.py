@@ -21,7 +21,7 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import ExecutionPlan, SlurmExtensionError, __version__
 from data_designer.slurm.contracts.records import FinalStatus
-from data_designer.slurm.planner import bind_argv
+from data_designer.slurm.planner import bind_argv, satisfies
 from data_designer.slurm.runtime._versions import installed_version
 from data_designer.slurm.runtime.store._layout import RUNS_DIR, RunLayout
 from data_designer.slurm.runtime.store._plan import digest_problem, load_plan_file
@@ -139,7 +139,7 @@ def check_environment(
     wanted = _host_requirement()
     if host is None:
         raise SetupError("environment_mismatch", f"{HOST_PACKAGE}: not installed (the runtime needs {wanted or 'it'})")
-    if wanted is not None and not _satisfies(host, wanted):
+    if wanted is not None and not satisfies(host, wanted):
         raise SetupError(
             "environment_mismatch", f"{HOST_PACKAGE}: version {host} is installed, the runtime needs {wanted}"
         )
@@ -172,13 +172,3 @@ def _host_requirement() -> str | None:
         ):
             return str(requirement.specifier)
     return None
-
-
-def _satisfies(version: str, specifier: str) -> bool:
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return SpecifierSet(specifier).contains(Version(version), prereleases=True)
-    except InvalidVersion:
-        return False
