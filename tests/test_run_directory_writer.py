@@ -22,8 +22,8 @@ A module is a finding, one ``file:line: what`` per site, where it
    ``w``, ``a``, ``x`` or ``+``; ``os.open`` unless its flags are visibly ``O_RDONLY``-only; ``write_text``,
    ``write_bytes``, ``touch``, ``mkdir``, ``rename``, ``replace``, ``unlink``, ``rmdir``, ``symlink_to``,
    ``hardlink_to`` on a path; ``os.mkdir``/``makedirs``/``rename``/``replace``/``link``/``symlink``/``remove``/
-   ``unlink``/``rmdir``; ``shutil.rmtree``/``move`` and the destination of ``shutil.copy*``; the store's generic
-   :data:`PATH_WRITERS`) whose path expression is *layout-derived*, that is, it contains
+   ``unlink``/``rmdir``; ``shutil.rmtree``/``move`` and the destination of ``shutil.copy*``; our generic durable
+   writers, :data:`PATH_WRITERS`) whose path expression is *layout-derived*, that is, it contains
    - a member of a store ``*Layout`` class (``run_dir``, ``shard_dir``, ``status``, ``children_dir``...) read from a
      layout object: a name or attribute whose name contains ``layout`` (``layout``, ``self.layout``,
      ``context.layout``), one annotated ``RunLayout``/``BenchmarkLayout``, one assigned a layout, or a layout's
@@ -62,14 +62,12 @@ RECORD_WRITERS = frozenset(
         "publish_bytes_once",
         "publish_bytes_replace",
         "encode_record",
-        "write_new_file",
-        "write_all",
     }
 )
 """The store's record I/O: writing a record (or its bytes) to a path the caller picks, or encoding one to write."""
-PATH_WRITERS = frozenset({"make_directories", "write_text_atomic"})
-"""The store's generic durable writers, also used for files that are not the run directory's (profiles, outputs a
-user names): a finding only on a layout path."""
+PATH_WRITERS = frozenset({"make_directories", "write_text_atomic", "write_new_file"})
+"""Our generic durable writers (the store's or the lowest layer's), also used for files that are not the run
+directory's (profiles, caches, outputs a user names): a finding only on a layout path."""
 
 _CONSTANT_NAME = re.compile(r"_*[A-Z][A-Z0-9_]*")
 _WRITE_METHODS = frozenset(
@@ -548,9 +546,15 @@ def test_the_store_s_layout_is_read_from_its_source() -> None:
     assert {"merge_jobs_dir", "merge_job_error_file"} <= STORE.path_functions
 
 
-def test_every_record_writer_is_one_the_store_defines() -> None:
-    defined = {normalized(name) for name in STORE.functions}
-    assert defined >= RECORD_WRITERS | PATH_WRITERS, "update RECORD_WRITERS/PATH_WRITERS to the store's names"
+def test_every_writer_named_is_one_our_source_defines() -> None:
+    assert {normalized(name) for name in STORE.functions} >= RECORD_WRITERS, "update RECORD_WRITERS to the store's"
+    defined = {
+        normalized(node.name)
+        for path in ROOT.glob("packages/*/src/**/*.py")
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.FunctionDef)
+    }
+    assert defined >= PATH_WRITERS, "update PATH_WRITERS to the names of our durable writers"
 
 
 def test_derivation_takes_constants_used_in_paths_only() -> None:
@@ -616,6 +620,7 @@ def test_names_are_found(source: str, found: list[str]) -> None:
         ("shutil.rmtree(layout.run_dir, ignore_errors=True)\n", "shutil.rmtree"),
         ("shutil.copyfile(source, layout.input_file('run.yaml'))\n", "shutil.copyfile"),
         ("make_directories(layout.run_dir, modes)\n", "make_directories"),
+        ("planner.write_new_file(layout.claim(0, 1), data, 0o600)\n", "write_new_file"),
         (
             "store.write_text_atomic(bench_layout.children_dir / 'x', t, overwrite=False, operation='o')\n",
             "write_text_atomic",
