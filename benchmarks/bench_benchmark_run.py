@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmarks._harness import Benchmark, Figure, RunContext, Target, cluster_lock, file_lock, in_ci
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 
 Mode = Literal["fake", "real"]
 

@@ -49,7 +49,7 @@ from data_designer.slurm.contracts.records import (
     RecordSchema,
     StatusRecord,
 )
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
 from data_designer.slurm.runtime.testing import run_logs, wait_for_record
 from data_designer.slurm.runtime.worker import DEFAULT_SETTLE_S

@@ -50,7 +50,7 @@ from data_designer.slurm.contracts import (
     SubmissionResult,
     SubmissionUnit,
 )
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.testing import CountingRunner, FakeSlurm
 
 _REPO = Path(__file__).resolve().parent.parent

@@ -36,7 +36,7 @@ from data_designer.slurm.contracts.records import (
     OutputManifest,
     StatusRecord,
 )
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
 from data_designer.slurm.runtime.supervisor import DEFAULT_POLL_S
 

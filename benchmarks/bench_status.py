@@ -49,7 +49,7 @@ import data_designer.slurm.planner as planner
 from benchmarks._harness import SLURM_CLUSTER, Benchmark, Figure, RunContext, Target, cluster_lock, file_lock
 from data_designer.slurm.contracts import RunStatus, SubmissionUnit
 from data_designer.slurm.contracts.records import RUN_SCHEMA
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record, sequence_numbers
 from data_designer.slurm.runtime.testing import (
     SHARD_OUTCOMES,

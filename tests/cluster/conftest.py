@@ -27,7 +27,7 @@ from types import ModuleType
 
 import pytest
 
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubprocessRunner
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOCAL_SLURM = REPO_ROOT / "scripts" / "local-slurm"

@@ -31,7 +31,7 @@ from pydantic import BaseModel
 
 from data_designer.slurm.contracts import BenchmarkRunResult, BenchmarkStatus
 from data_designer.slurm.contracts.records import CHILD_BINDING_SCHEMA
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, read_record
 from data_designer.slurm.runtime.testing import writer_run
 

@@ -42,7 +42,7 @@ from data_designer.slurm.contracts import (
     RetryResult,
 )
 from data_designer.slurm.contracts.records import ATTEMPT_SCHEMA
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
 from data_designer.slurm.runtime.testing import writer_run
 

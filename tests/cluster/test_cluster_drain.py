@@ -40,7 +40,7 @@ from data_designer.slurm.contracts.records import (
     StatusRecord,
 )
 from data_designer.slurm.planner import bind_retry, missing_ranges
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record, shard_coverage
 from data_designer.slurm.runtime.testing import TEST_SERVER_MODULE, command_lines, run_logs, wait_for_record
 

@@ -26,7 +26,7 @@ from data_designer.slurm.contracts.records import (
     SubmissionRecord,
 )
 from data_designer.slurm.planner import ProfileTemplate, plan_digest, render_profile
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
 
 pytestmark = pytest.mark.cluster

@@ -41,7 +41,7 @@ from data_designer.slurm.contracts.records import (
     MergeManifest,
     OutputManifest,
 )
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, attempt_numbers, read_record
 from data_designer.slurm.runtime.testing import run_logs, writer_run
 from data_designer.slurm.services import load_dataset

@@ -19,7 +19,7 @@ import pytest
 
 from data_designer.slurm.contracts import MergeResult, MergeStatus, RunStatus
 from data_designer.slurm.contracts.records import MERGE_MANIFEST_SCHEMA
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, merge_jobs_dir, read_record
 from data_designer.slurm.runtime.testing import run_logs, writer_run
 

@@ -27,7 +27,7 @@ from data_designer.slurm.contracts import (
     UnavailableError,
 )
 from data_designer.slurm.planner import ProfileTemplate, render_profile
-from data_designer.slurm.runtime import SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SubprocessRunner
 from data_designer.slurm.services import validate_profile
 
 pytestmark = pytest.mark.cluster

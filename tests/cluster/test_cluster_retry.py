@@ -57,7 +57,7 @@ from data_designer.slurm.contracts.records import (
     RecordSchema,
     SubmissionRecord,
 )
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, attempt_numbers, read_record, sequence_numbers
 from data_designer.slurm.runtime.testing import run_logs, writer_run
 

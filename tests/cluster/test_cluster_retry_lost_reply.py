@@ -20,7 +20,7 @@ import pytest
 
 from data_designer.slurm.contracts import TERMINAL_TASK_STATES, UnavailableError
 from data_designer.slurm.contracts.records import SUBMISSION_SCHEMA
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, read_record, sequence_numbers
 from data_designer.slurm.runtime.testing import CountingRunner, ReplyLosingRunner, writer_run
 from data_designer.slurm.services import retry_run, run_status

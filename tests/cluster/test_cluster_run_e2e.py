@@ -36,7 +36,7 @@ from data_designer.slurm.contracts.records import (
     StatusRecord,
 )
 from data_designer.slurm.planner import ProfileTemplate, render_profile
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
 from data_designer.slurm.runtime.testing import TEST_SERVER, run_logs
 

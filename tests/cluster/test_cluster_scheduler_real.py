@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from data_designer.slurm.contracts import ExitCode, InvalidInputError, UnavailableError
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.testing import ClusterHarness, CountingRunner
 from data_designer.slurm.runtime.testing.conformance import all_in, batch_script, unit_of, wait_for
 

@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from data_designer.slurm.contracts import TERMINAL_TASK_STATES, ExecuteResult, RunStatus, ShardStatus, WaitResult
 from data_designer.slurm.contracts.records import PROGRESS_SCHEMA, STATUS_SCHEMA, RecordSchema
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record, sequence_numbers
 from data_designer.slurm.runtime.testing import run_logs, wait_for_record, writer_run
 

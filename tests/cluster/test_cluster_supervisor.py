@@ -30,7 +30,7 @@ from data_designer.slurm.contracts.records import (
     StatusRecord,
 )
 from data_designer.slurm.planner import bind_submission, compile, load_run, resolve_config
-from data_designer.slurm.runtime import SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
 from data_designer.slurm.runtime.testing import (
     processes_mentioning,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from data_designer.slurm.contracts import InternalError
-from data_designer.slurm.runtime import CommandResult, SubprocessRunner, allowlisted_environment
+from data_designer.slurm.runtime.scheduler import CommandResult, SubprocessRunner, allowlisted_environment
 
 
 def tool(directory: Path, name: str, body: str) -> None:

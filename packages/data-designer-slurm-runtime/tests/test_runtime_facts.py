@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from data_designer.slurm.contracts import NodeShape, UnavailableError
-from data_designer.slurm.runtime import SlurmScheduler
 from data_designer.slurm.runtime.facts import (
     FACTS_MAX_AGE,
     cached_facts,
@@ -18,7 +17,7 @@ from data_designer.slurm.runtime.facts import (
     save_facts,
     scheduler_facts,
 )
-from data_designer.slurm.runtime.scheduler import SlurmOutputError, parse_sinfo
+from data_designer.slurm.runtime.scheduler import SlurmOutputError, SlurmScheduler, parse_sinfo
 from data_designer.slurm.runtime.store import PRIVATE_MODES
 from data_designer.slurm.runtime.testing import FakeSlurm
 

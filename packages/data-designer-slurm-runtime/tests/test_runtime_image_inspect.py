@@ -15,7 +15,6 @@ import pytest
 
 from data_designer.slurm.contracts import ExitCode, InternalError, InvalidInputError, NotFoundError, UnavailableError
 from data_designer.slurm.contracts.records import ImageInspection
-from data_designer.slurm.runtime import CommandResult, SubprocessRunner
 from data_designer.slurm.runtime.images import (
     IMAGE_TOOLS,
     INSPECTED_DISTRIBUTIONS,
@@ -27,6 +26,7 @@ from data_designer.slurm.runtime.images import (
 )
 from data_designer.slurm.runtime.images._contents import find_python
 from data_designer.slurm.runtime.images._sif import DESCRIPTOR, FS_ENCRYPTED_SQUASHFS, HEADER
+from data_designer.slurm.runtime.scheduler import CommandResult, SubprocessRunner
 from data_designer.slurm.runtime.testing import (
     CountingRunner,
     build_squashfs,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from data_designer.slurm.contracts import SlurmExtensionError, UnavailableError
-from data_designer.slurm.runtime import (
+from data_designer.slurm.runtime.scheduler import (
     JobRecord,
     SlurmOutputError,
     parse_sacct,

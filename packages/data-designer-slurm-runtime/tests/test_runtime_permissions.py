@@ -14,11 +14,10 @@ from typing import Any
 import pytest
 
 from data_designer.slurm.contracts.records import HEARTBEAT_SCHEMA, HeartbeatRecord
-from data_designer.slurm.runtime import SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SubprocessRunner
 from data_designer.slurm.runtime.store import (
     GROUP_MODES,
     PRIVATE_MODES,
-    _files,
     _record_io,
     append_record,
     make_directories,
@@ -172,22 +171,20 @@ def test_an_explicit_mode_is_applied_to_a_published_file(tmp_path: Path, umask: 
 
 
 class ShortWrites:
-    """``os`` as the store sees it, except that ``write`` writes at most 3 bytes per call (a slow NFS server)."""
+    """``os.write`` as a slow NFS server answers it: at most 3 bytes per call."""
 
     def __init__(self) -> None:
         self.calls = 0
+        self.real = os.write
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(os, name)
-
-    def write(self, fd: int, data: bytes | memoryview) -> int:
+    def __call__(self, fd: int, data: bytes | memoryview) -> int:
         self.calls += 1
-        return os.write(fd, bytes(data[:3]))
+        return self.real(fd, bytes(data[:3]))
 
 
 def test_short_writes_are_resumed_until_every_byte_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     short = ShortWrites()
-    monkeypatch.setattr(_files, "os", short)
+    monkeypatch.setattr(os, "write", short)
     text = "line one\nline two, a little longer\n"
     write_text_atomic(tmp_path / "t.yaml", text, overwrite=False, operation="test")
     assert (tmp_path / "t.yaml").read_text(encoding="utf-8") == text
@@ -200,11 +197,7 @@ def test_short_writes_are_resumed_until_every_byte_is_written(tmp_path: Path, mo
 def test_a_write_that_makes_no_progress_fails_instead_of_spinning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    class Stuck(ShortWrites):
-        def write(self, fd: int, data: bytes | memoryview) -> int:
-            return 0
-
-    monkeypatch.setattr(_files, "os", Stuck())
+    monkeypatch.setattr(os, "write", lambda fd, data: 0)
     with pytest.raises(Exception, match="no progress"):
         write_text_atomic(tmp_path / "t.yaml", "x\n", overwrite=False, operation="test")
     assert list(tmp_path.iterdir()) == []  # the temporary file is removed
@@ -213,15 +206,17 @@ def test_a_write_that_makes_no_progress_fails_instead_of_spinning(
 def test_every_directory_created_is_fsynced_into_its_parent_and_the_final_directory_after_the_link(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    tmp_path = tmp_path.resolve()  # the fsynced paths below are read back from /proc, resolved
     synced: list[Path] = []
-    real = _files._fsync_directory
+    real = os.fsync
 
-    def record(directory: Path) -> None:
-        synced.append(Path(directory))
-        real(directory)
+    def record(fd: int) -> None:
+        target = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        if target.is_dir():  # files are fsynced too; this test is about the directories
+            synced.append(target)
+        real(fd)
 
-    monkeypatch.setattr(_files, "_fsync_directory", record)
-    monkeypatch.setattr(_record_io, "_fsync_directory", record)
+    monkeypatch.setattr(os, "fsync", record)
     write_text_atomic(tmp_path / "a" / "b" / "c.yaml", "x\n", overwrite=False, operation="test")
     assert synced == [tmp_path, tmp_path / "a", tmp_path / "a" / "b"]
     synced.clear()

@@ -28,8 +28,9 @@ from data_designer.slurm.contracts import (
     UnavailableError,
     __version__,
 )
-from data_designer.slurm.runtime import CommandResult, CommandRunner, gpus_in_gres, probe_cluster
+from data_designer.slurm.runtime.probe import gpus_in_gres, probe_cluster
 from data_designer.slurm.runtime.probe._job import probe_script
+from data_designer.slurm.runtime.scheduler import CommandResult, CommandRunner
 from data_designer.slurm.runtime.testing import FakeSlurm, OutageRunner
 
 PROBE_ID = "20260101T000000Z-test"

@@ -30,7 +30,7 @@ from data_designer.slurm.contracts.records import (
     RecordSchema,
 )
 from data_designer.slurm.planner import plan_digest
-from data_designer.slurm.runtime import SlurmScheduler
+from data_designer.slurm.runtime.scheduler import SlurmScheduler
 from data_designer.slurm.runtime.store import (
     ATTEMPT_RECORD,
     CLAIM_FILE,

@@ -17,7 +17,7 @@ from data_designer.slurm.contracts import (
     SubmissionUnit,
     UnavailableError,
 )
-from data_designer.slurm.runtime import CommandResult, CommandRunner, SlurmScheduler
+from data_designer.slurm.runtime.scheduler import CommandResult, CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.testing import CountingRunner, FailureMode, FakeSlurm
 
 SCRIPT = "#!/bin/bash\n# fake-slurm: run=5\nsleep 5\n"

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from data_designer.slurm.runtime import CommandResult, SlurmScheduler
+from data_designer.slurm.runtime.scheduler import CommandResult, SlurmScheduler
 
 DATA = Path(__file__).parent / "data"
 

@@ -21,7 +21,9 @@ from data_designer.slurm.cli._app import app
 from data_designer.slurm.contracts import MAX_BENCHMARK_CHILDREN, MAX_REPEATS, MAX_SHARDS, InvalidInputError
 from data_designer.slurm.runtime.store import run_id_factory
 from data_designer.slurm.runtime.testing import FakeSlurm
-from data_designer.slurm.services import _execute, _seeds, execute_run
+from data_designer.slurm.services import execute_run
+from data_designer.slurm.services.plans import _seeds
+from data_designer.slurm.services.runs import _execute
 
 GUARD_S = 20.0
 

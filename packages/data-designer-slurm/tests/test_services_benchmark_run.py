@@ -27,7 +27,7 @@ from data_designer.slurm.contracts.records import (
     Requester,
     RunRecord,
 )
-from data_designer.slurm.runtime import CommandResult
+from data_designer.slurm.runtime.scheduler import CommandResult
 from data_designer.slurm.runtime.store import (
     BenchmarkLayout,
     RecordOk,

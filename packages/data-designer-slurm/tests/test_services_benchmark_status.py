@@ -21,7 +21,7 @@ from data_designer.slurm.contracts import (
     ErrorInfo,
     NotFoundError,
 )
-from data_designer.slurm.runtime import CommandResult
+from data_designer.slurm.runtime.scheduler import CommandResult
 from data_designer.slurm.runtime.store import BenchmarkLayout, RunLayout, sequence_numbers
 from data_designer.slurm.runtime.testing import CountingRunner, FakeSlurm
 from data_designer.slurm.services import benchmark_status, find_benchmark, list_benchmarks, run_benchmark, run_status

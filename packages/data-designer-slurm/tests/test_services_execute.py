@@ -32,7 +32,7 @@ from data_designer.slurm.contracts.records import (
     SubmissionRecord,
 )
 from data_designer.slurm.planner import canonical_json, plan_digest
-from data_designer.slurm.runtime import CommandResult
+from data_designer.slurm.runtime.scheduler import CommandResult
 from data_designer.slurm.runtime.store import RecordOk, RunIdFactory, RunLayout, read_record, run_id_factory
 from data_designer.slurm.runtime.testing import FakeSlurm
 from data_designer.slurm.services import execute_run, run_status

@@ -25,12 +25,12 @@ from data_designer.slurm.contracts import (
 )
 from data_designer.slurm.contracts.records import IMAGE_SCHEMA, ImageEntry
 from data_designer.slurm.planner import ProfileTemplate, render_profile
-from data_designer.slurm.runtime import CommandResult, SubprocessRunner
 from data_designer.slurm.runtime.images import IMAGE_TOOLS, ImportPaths, finish_import, import_paths
+from data_designer.slurm.runtime.scheduler import CommandResult, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, read_record
 from data_designer.slurm.runtime.testing import FakeSlurm, build_squashfs, squashfs_tools_missing, write_root_fs
-from data_designer.slurm.services._image_import import import_state, submit_import
-from data_designer.slurm.services._images import Workspace, open_workspace
+from data_designer.slurm.services.images._workspace import Workspace, open_workspace
+from data_designer.slurm.services.images._import import import_state, submit_import
 
 REFERENCE = "docker://nvcr.io#nvidia/pytorch:24.05-py3"
 GRACE_S = 60.0

@@ -397,6 +397,6 @@ def test_cli_follow_prints_until_the_attempt_ended_and_ctrl_c_exits_130(
 
 def test_the_cli_default_tail_is_the_services() -> None:
     from data_designer.slurm.cli import _logs_commands
-    from data_designer.slurm.services import _logs
+    from data_designer.slurm.services.runs import _logs
 
     assert _logs_commands.DEFAULT_TAIL == _logs.DEFAULT_TAIL

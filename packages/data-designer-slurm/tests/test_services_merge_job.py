@@ -278,8 +278,8 @@ def test_as_job_refuses_an_image_compute_python_and_an_output_slurm_reads_as_a_p
 
 def test_the_cli_submits_with_json_and_status_prints_the_merge_line(tmp_path: Path, monkeypatch: Any) -> None:
     run = Run(tmp_path)
-    import data_designer.slurm.services._merge_job as merge_job
-    import data_designer.slurm.services._status as status_service
+    import data_designer.slurm.services.collect._merge_job as merge_job
+    import data_designer.slurm.services.context._context as status_service
 
     monkeypatch.setattr(merge_job, "cpu_job_runner", lambda cluster, env=None: run.fake)
     monkeypatch.setattr(status_service, "SubprocessRunner", lambda env=None: run.fake)

@@ -31,7 +31,7 @@ from data_designer.slurm.contracts import (
 )
 from data_designer.slurm.runtime.testing import FakeSlurm
 from data_designer.slurm.services import analyze_benchmark, run_benchmark
-from data_designer.slurm.services._plot import INSTALL_HINT, draw, write_plot
+from data_designer.slurm.services.benchmarks._plot import INSTALL_HINT, draw, write_plot
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EMPTY = Stat(mean=None, std=None, n=0)

@@ -33,7 +33,8 @@ from data_designer.slurm.contracts import (
 )
 from data_designer.slurm.contracts.records import FACTS_SCHEMA
 from data_designer.slurm.planner import ProfileTemplate, render_profile
-from data_designer.slurm.runtime import CommandResult, RecordOk, read_record
+from data_designer.slurm.runtime.scheduler import CommandResult
+from data_designer.slurm.runtime.store import RecordOk, read_record
 from data_designer.slurm.runtime.testing import CountingRunner, FakeSlurm
 from data_designer.slurm.services import validate_profile
 

@@ -34,7 +34,7 @@ from data_designer.slurm.contracts.records import (
     IndexRange,
     StatusRecord,
 )
-from data_designer.slurm.runtime import CommandResult
+from data_designer.slurm.runtime.scheduler import CommandResult
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record, replace_record, sequence_numbers
 from data_designer.slurm.runtime.testing import (
     FakeSlurm,

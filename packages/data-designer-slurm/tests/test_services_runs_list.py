@@ -22,7 +22,7 @@ from data_designer.slurm.contracts import (
     UnavailableError,
 )
 from data_designer.slurm.contracts.records import OBSERVATION_SCHEMA
-from data_designer.slurm.runtime import CommandResult
+from data_designer.slurm.runtime.scheduler import CommandResult
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record, run_id_factory, sequence_numbers
 from data_designer.slurm.runtime.testing import (
     CountingRunner,
@@ -344,7 +344,7 @@ def test_what_is_not_a_run_directory_is_never_removed(ws: Workspace, tmp_path: P
 
 
 def test_cli_runs_ls_and_rm(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
-    import data_designer.slurm.services._runs_list as runs_module
+    import data_designer.slurm.services.context._context as runs_module
 
     fake = ws.fake
     monkeypatch.setattr(runs_module, "SubprocessRunner", lambda env=None: fake)
@@ -418,7 +418,7 @@ def test_force_cancels_the_live_shards_then_removes_the_run(ws: Workspace) -> No
 def test_a_long_listing_read_by_worker_processes_equals_the_serial_one(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import data_designer.slurm.services._runs_list as runs_list
+    import data_designer.slurm.services.runs._listing as runs_list
 
     for age in range(9):
         ws.add(age, shards=1 + age % 3, outcome=outcome_cycle(("succeeded", "partial", "cancelled", "failed_server")))

@@ -19,7 +19,7 @@ from data_designer.slurm.contracts.records import (
     ClaimOwner,
     StatusRecord,
 )
-from data_designer.slurm.runtime import CommandResult
+from data_designer.slurm.runtime.scheduler import CommandResult
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record, run_id_factory, write_record_once
 from data_designer.slurm.runtime.testing import FakeSlurm
 from data_designer.slurm.services import execute_run, is_unavailable, run_status, wait_run
@@ -333,7 +333,7 @@ def test_cli_status_prints_the_result_and_exits_by_state(env: Env, monkeypatch: 
     env.execute()
     env.fake.advance(4)
     env.end_attempt(0, "server_failed_to_start", exit_code=10, message="server writer-0 exited 1 before ready")
-    import data_designer.slurm.services._status as status_module
+    import data_designer.slurm.services.context._context as status_module
 
     # the CLI builds the process runner itself: hand it the fake (the wall clock then dates the evidence)
     fake = env.fake

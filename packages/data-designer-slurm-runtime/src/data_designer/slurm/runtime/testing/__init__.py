@@ -1,7 +1,7 @@
 """Test doubles for the scheduler adapter: a stateful fake Slurm, runner wrappers and harnesses.
 
 :class:`FakeSlurm` is a :class:`~data_designer.slurm.runtime.CommandRunner` that emulates the
-Slurm CLIs' outputs, so :class:`~data_designer.slurm.runtime.SlurmScheduler` and its parsers run
+Slurm CLIs' outputs, so :class:`~data_designer.slurm.runtime.scheduler.SlurmScheduler` and its parsers run
 unchanged against it. The conformance suite that runs against both the fake and a real cluster
 lives in :mod:`data_designer.slurm.runtime.testing.conformance` (it needs pytest).
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from data_designer.slurm.contracts import ClusterProfile, InvalidInputError, MergeResult
 from data_designer.slurm.contracts.records import MERGE_JOB_SCHEMA, MergeJobRecord
 from data_designer.slurm.planner import slurm_path_problems
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.jobs import CpuJob, command_script, compute_launcher, cpu_job_runner, submit_cpu_job
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
@@ -29,8 +29,8 @@ from data_designer.slurm.runtime.store import (
     modes_of_directory,
     sequence_numbers,
 )
-from data_designer.slurm.services._execute import JOB_NAME_PREFIX
-from data_designer.slurm.services._profile import load_profile_file, select_cluster
+from data_designer.slurm.services.context import JOB_NAME_PREFIX
+from data_designer.slurm.services.profiles import load_profile_file, select_cluster
 
 if TYPE_CHECKING:  # runtime.merge loads pyarrow: not with the services
     from data_designer.slurm.runtime.merge import MergeOptions

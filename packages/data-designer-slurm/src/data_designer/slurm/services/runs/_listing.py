@@ -7,18 +7,15 @@ one ``squeue``, one ``sacct``, each run's part appended to its ``observations/``
 readable run is listed as ``incomplete`` or ``unreadable`` with why, never hidden and never failing the listing.
 
 ``remove_run`` decides by a live status (``status_of``) and refuses a run with live shards unless ``force``, which
-cancels them first (``services._cancel.cancel_run``). The directory is renamed atomically to a hidden name in
-``runs/`` (which readers skip) before its tree is deleted, so a concurrent reader sees the whole run or no run.
+cancels them first (``runs.cancel_run``). ``store.remove_run_dir`` renames the directory atomically to a hidden name
+in ``runs/`` (which readers skip) before its tree is deleted, so a concurrent reader sees the whole run or no run.
 """
 
 from __future__ import annotations
 
-import errno
 import multiprocessing
 import os
-import shutil
 import stat
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -38,7 +35,7 @@ from data_designer.slurm.contracts import (
     SlurmExtensionError,
     UnavailableError,
 )
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import Rules, RunObservation, cached_observation, classify, observe_runs
 from data_designer.slurm.runtime.store import (
     Clock,
@@ -48,12 +45,12 @@ from data_designer.slurm.runtime.store import (
     format_timestamp,
     list_run_dirs,
     read_run,
-    removal_name,
+    remove_run_dir,
     system_clock,
 )
-from data_designer.slurm.services._profile import load_profile_file, select_cluster
-from data_designer.slurm.services._runs import locate_run
-from data_designer.slurm.services._status import _collector_paused, is_unavailable, status_of
+from data_designer.slurm.services.context import ServiceContext, collector_paused
+from data_designer.slurm.services.runs._locate import layout_of
+from data_designer.slurm.services.runs._status import is_unavailable, status_of
 
 LIVE_SHARD_STATES = frozenset({"pending", "running", "stale", "unknown"})
 """Shards ``runs rm`` will not remove without ``--force``: Slurm may still run them (or could not say)."""
@@ -74,23 +71,25 @@ def list_runs(
     """The runs in the selected profile cluster's workspace, newest first: the ``DEFAULT_RUNS_SHOWN`` newest
     unless ``all``. Without ``refresh`` no scheduler is asked. Errors: the profile's (exit 2/3), a ``runs/`` that
     cannot be listed (exit 5); a run that cannot be read is listed as such, never raised."""
-    profile_path, loaded = load_profile_file(profile, environ=environ)
-    cluster_name, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
+    _, cluster_name, cluster_profile = ctx.selected
     root = Path(cluster_profile.workspace_root)
     entries = list_run_dirs(root)
     shown = entries if all else entries[:DEFAULT_RUNS_SHOWN]
     seen: list[RunObservation] = []
-    with _collector_paused():
+    with collector_paused():
         if refresh:
             # every run read first: one observation of all their jobs, then each classified with its part
-            read = [_read(entry, clock) for entry in shown]
+            read = [read_listed(entry, clock) for entry in shown]
             snapshots = [item for item in read if isinstance(item, RunSnapshot)]
-            scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+            scheduler = ctx.scheduler()
             seen = list(observe_runs(snapshots, scheduler, clock=clock))
             parts = iter(seen)
             now = clock()
             summaries = [
-                _summary(item, _classify(item, next(parts), now, rules)) if isinstance(item, RunSnapshot) else item
+                run_summary(item, classify_observed(item, next(parts), now, rules))
+                if isinstance(item, RunSnapshot)
+                else item
                 for item in read
             ]
         else:
@@ -109,7 +108,7 @@ def list_runs(
     )
 
 
-def _classify(snapshot: RunSnapshot, seen: RunObservation, now: datetime, rules: Rules | None) -> RunStatus:
+def classify_observed(snapshot: RunSnapshot, seen: RunObservation, now: datetime, rules: Rules | None) -> RunStatus:
     """``classify`` with an observation, as ``status_of`` passes it."""
     return classify(
         snapshot,
@@ -149,17 +148,17 @@ def _slice_summaries(entries: list[RunDirectory], now: datetime, rules: Rules | 
 
 
 def _cached_summary(entry: RunDirectory, clock: Clock, rules: Rules | None) -> RunSummary:
-    item = _read(entry, clock)
+    item = read_listed(entry, clock)
     if not isinstance(item, RunSnapshot):
         return item
-    return _summary(item, _classify(item, cached_observation(item), clock(), rules))
+    return run_summary(item, classify_observed(item, cached_observation(item), clock(), rules))
 
 
-def _read(entry: RunDirectory, clock: Clock) -> RunSnapshot | RunSummary:
+def read_listed(entry: RunDirectory, clock: Clock, *, attempt_records: bool = False) -> RunSnapshot | RunSummary:
     if entry.layout is None:
         return RunSummary(run_id=entry.name, run_dir=str(entry.path), state="unreadable", problem=entry.problem)
     try:
-        return read_run(entry.layout, clock=clock)
+        return read_run(entry.layout, clock=clock, attempt_records=attempt_records)
     except SlurmExtensionError as exc:
         return _unclassified(entry.layout, exc)
 
@@ -181,7 +180,7 @@ def _unclassified(layout: RunLayout, exc: SlurmExtensionError) -> RunSummary:
     )
 
 
-def _summary(snapshot: RunSnapshot, status: RunStatus) -> RunSummary:
+def run_summary(snapshot: RunSnapshot, status: RunStatus) -> RunSummary:
     return RunSummary(
         run_id=status.run_id,
         run_dir=status.run_dir,
@@ -230,13 +229,14 @@ def remove_run(
     (exit 5): a task still running would write into it again. Errors: no such run (exit 3), not a run directory
     (exit 2).
     """
-    layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
+    layout = layout_of(run, ctx)
     _check_directory(layout)
-    scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+    scheduler = ctx.scheduler()
     decision = _decide(layout, scheduler, force=force, clock=clock, rules=rules)
     cancelled = None
     if decision.live:
-        from data_designer.slurm.services._cancel import cancel_run
+        from data_designer.slurm.services.runs._cancel import cancel_run
 
         cancelled = cancel_run(str(layout.run_dir), environ=environ, runner=runner, clock=clock, sleep=sleep)
         if not cancelled.confirmed:
@@ -247,7 +247,7 @@ def remove_run(
                 file=str(layout.run_dir),
                 hint="check with 'data-designer slurm status RUN', then run 'runs rm --force' again",
             )
-    _delete(layout)
+    remove_run_dir(layout)
     return RunRemoved(
         run_id=str(layout.run_id),
         run_dir=str(layout.run_dir),
@@ -332,40 +332,3 @@ def _shard_list(status: RunStatus, live: Sequence[int]) -> str:
     states = {shard.shard: shard.state for shard in status.shards}
     named = ", ".join(f"{k} ({states[k]})" for k in live[:_NAMED_SHARDS])
     return named + (f" and {len(live) - _NAMED_SHARDS} more" if len(live) > _NAMED_SHARDS else "")
-
-
-def _delete(layout: RunLayout) -> None:
-    """Rename the run directory to a hidden name in ``runs/`` (atomic: readers see it or nothing), then delete."""
-    hidden = layout.run_dir.parent / removal_name(layout.run_id)
-    try:
-        os.rename(layout.run_dir, hidden)
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            raise NotFoundError(
-                f"run {str(layout.run_id)!r} was removed meanwhile (no {str(layout.run_dir)!r})",
-                code="run_not_found",
-                file=str(layout.run_dir),
-            ) from exc
-        raise UnavailableError(
-            f"cannot rename {str(layout.run_dir)!r} away for removal: {exc.strerror}",
-            code="filesystem_unavailable",
-            file=str(layout.run_dir),
-            hint="check the permissions of the workspace's runs/ directory; nothing was removed",
-        ) from exc
-    failures: list[str] = []
-
-    def record(_function: object, path: str, exc: object) -> None:
-        failures.append(f"{path}: {exc[1] if isinstance(exc, tuple) else exc}")
-
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(hidden, onexc=record)
-    else:
-        shutil.rmtree(hidden, onerror=record)
-    if failures:
-        raise UnavailableError(
-            f"run {str(layout.run_id)!r} is gone from the listing, but {len(failures)} entr(ies) of {str(hidden)!r} "
-            f"could not be deleted (first: {failures[0]})",
-            code="run_partly_removed",
-            file=str(hidden),
-            hint=f"delete the hidden directory {str(hidden)!r} by hand (readers already skip it)",
-        )

@@ -27,7 +27,7 @@ from data_designer.slurm.contracts import (
     UnavailableError,
 )
 from data_designer.slurm.contracts.records import ImageEntry
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.status import Rules, cached_observation, classify, observe_runs
 from data_designer.slurm.runtime.store import (
     Clock,
@@ -39,9 +39,8 @@ from data_designer.slurm.runtime.store import (
     requester_from_environment,
     system_clock,
 )
-from data_designer.slurm.services._image_info import current_entry
-from data_designer.slurm.services._images import open_workspace
-from data_designer.slurm.services._status import _collector_paused
+from data_designer.slurm.services.context import ServiceContext, collector_paused
+from data_designer.slurm.services.images._workspace import current_entry, open_workspace
 
 LIVE_STATES = frozenset({"pending", "running", "stale", "unknown"})
 """Shard states that keep an image in use: Slurm may still run the shard (or could not say)."""
@@ -64,6 +63,7 @@ def remove_image(
     Errors: no such image or removed already (exit 3); in use by a live run (exit 4, naming the runs); another
     writer took the tombstone's generation meanwhile (exit 4); the file could not be deleted (exit 5, the
     tombstone written)."""
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock)
     _, workspace = open_workspace(profile, cluster, environ)
     registry = workspace.registry
     entry, history = current_entry(registry, name, operation=_OPERATION)
@@ -86,7 +86,7 @@ def remove_image(
         name=name,
         generation=history.highest + 1,
         removed=True,
-        added_by=requester_from_environment(os.environ if environ is None else environ, clock=clock),
+        added_by=requester_from_environment(ctx.submitting_environment, clock=clock),
     )
     if not registry.write_generation(tombstone, workspace.modes, clock=clock):
         raise ConflictError(
@@ -141,7 +141,7 @@ def _live(users: Sequence[RunLayout], runner: CommandRunner, clock: Clock) -> li
     recorded one says they may."""
     if not users:
         return []
-    with _collector_paused():
+    with collector_paused():
         candidates: list[RunSnapshot] = []
         live: list[str] = []
         for layout in users:

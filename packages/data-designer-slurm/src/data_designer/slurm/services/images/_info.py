@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from data_designer.slurm.contracts import ImageInfo, ImageList, ImageSummary, NotFoundError, SlurmExtensionError
+from data_designer.slurm.contracts import ImageInfo, ImageList, ImageSummary
 from data_designer.slurm.contracts.records import ImageEntry
-from data_designer.slurm.runtime import CommandRunner
-from data_designer.slurm.runtime.images import ImageHistory, ImageRegistry, cached_digest, file_identity
-from data_designer.slurm.runtime.store import Clock, FileModes, system_clock
-from data_designer.slurm.services._images import open_workspace
+from data_designer.slurm.runtime.images import ImageHistory
+from data_designer.slurm.runtime.scheduler import CommandRunner
+from data_designer.slurm.runtime.store import Clock, system_clock
+from data_designer.slurm.services.images._import import import_state
+from data_designer.slurm.services.images._workspace import check_file, current_entry, open_workspace
 
 _OPERATION = "image.info"
 
@@ -66,24 +67,6 @@ def _unreadable(history: ImageHistory) -> str | None:
     return f"unreadable generation file(s), skipped: {', '.join(history.unreadable)}"
 
 
-def current_entry(registry: ImageRegistry, name: str, *, operation: str) -> tuple[ImageEntry, ImageHistory]:
-    """The name's current entry; NotFoundError (exit 3) when it has none or was removed, naming what to do."""
-    history = registry.history(name)
-    entry = history.current
-    if entry is None:
-        was = "was removed (its newest generation is a tombstone)" if history.entries else "is not registered"
-        raise NotFoundError(
-            f"image {name!r} {was} in {str(registry.directory)!r}",
-            code="image_not_found",
-            operation=operation,
-            file=str(registry.name_dir(name)),
-            key_path="NAME",
-            hint="'data-designer slurm image ls' lists the registered images; 'image add SOURCE --name "
-            f"{name}' registers one",
-        )
-    return entry, history
-
-
 def image_info(
     name: str,
     *,
@@ -102,53 +85,7 @@ def image_info(
     entry, history = current_entry(workspace.registry, name, operation=_OPERATION)
     generations = max(history.highest, entry.generation)
     if entry.sha256 is None or entry.identity is None or entry.path is None:
-        from data_designer.slurm.services._image_import import import_state
-
         return import_state(
             entry, generations=generations, workspace=workspace, environ=environ, runner=runner, clock=clock
         )
     return check_file(entry, generations, workspace.registry, modes=workspace.modes, clock=clock)
-
-
-def check_file(
-    entry: ImageEntry, generations: int, registry: ImageRegistry, *, modes: FileModes | None, clock: Clock
-) -> ImageInfo:
-    """The state of a registered file: one stat when its identity is unchanged, else one re-hash (cached)."""
-    path = Path(entry.path or "")
-    try:
-        identity = file_identity(path)
-    except NotFoundError:
-        return ImageInfo(
-            entry=entry,
-            generations=generations,
-            state="missing",
-            detail=f"no file at {entry.path!r}: restore it, or register the image again with 'image add --replace'",
-        )
-    except SlurmExtensionError as exc:
-        return ImageInfo(entry=entry, generations=generations, state="unknown", detail=exc.info.message)
-    if identity == entry.identity:
-        return ImageInfo(entry=entry, generations=generations, state="ready", integrity="identity_unchanged")
-    try:
-        digest = cached_digest(path, registry.digests_dir(entry.name), modes, clock=clock)
-    except SlurmExtensionError as exc:
-        return ImageInfo(entry=entry, generations=generations, state="unknown", detail=exc.info.message)
-    if digest.sha256 == entry.sha256:
-        return ImageInfo(
-            entry=entry,
-            generations=generations,
-            state="ready",
-            integrity="rehashed_equal",
-            sha256_now=digest.sha256,
-            rehashed=digest.hashed,
-            detail="the file was touched or copied (its inode, size or mtime changed) but holds the registered bytes",
-        )
-    return ImageInfo(
-        entry=entry,
-        generations=generations,
-        state="changed",
-        integrity="changed",
-        sha256_now=digest.sha256,
-        rehashed=digest.hashed,
-        detail=f"the file's bytes changed: sha256 {digest.sha256}, registered {entry.sha256}; register the new "
-        f"bytes with 'image add {entry.path} --name {entry.name} --replace', or restore the file",
-    )

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -37,9 +36,9 @@ from data_designer.slurm.contracts import (
 )
 from data_designer.slurm.contracts.records import ImageEntry, ImageRole, ImportJob
 from data_designer.slurm.planner import ImportScriptRequest, parse_registry_reference, render_import_script
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.images import import_paths, is_completion_of
 from data_designer.slurm.runtime.jobs import CpuJob, compute_launcher, cpu_job_runner, submit_cpu_job
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import DEFAULT_GRACE_S, SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
@@ -50,9 +49,8 @@ from data_designer.slurm.runtime.store import (
     system_clock,
     tail_lines,
 )
-from data_designer.slurm.services._execute import JOB_NAME_PREFIX
-from data_designer.slurm.services._image_info import check_file
-from data_designer.slurm.services._images import Workspace, _refuse_current
+from data_designer.slurm.services.context import JOB_NAME_PREFIX, ServiceContext
+from data_designer.slurm.services.images._workspace import Workspace, check_file, refuse_current
 
 LOG_TAIL_LINES = 3
 _OPERATION = "image.add"
@@ -84,6 +82,7 @@ def submit_import(
     another ``image add`` of the name that took the generation meanwhile (the job is cancelled), exit 4; sbatch
     refused exit 2 or unreachable exit 5 (nothing is recorded).
     """
+    ctx = ServiceContext.of(environ=environ, runner=runner, clock=clock)
     reference = parse_registry_reference(source)
     cluster = workspace.profile
     launcher = compute_launcher(cluster)
@@ -99,7 +98,7 @@ def submit_import(
         )
     registry = workspace.registry
     history = registry.history(name)
-    _refuse_current(history, replace=replace, file=source)
+    refuse_current(history, replace=replace, file=source)
     generation = history.highest + 1
     submitted_at = clock()
     token = import_token(str(registry.root), name, generation, submitted_at)
@@ -146,7 +145,7 @@ def submit_import(
             script=str(paths.script),
             log=str(paths.log),
         ),
-        added_by=requester_from_environment(os.environ if environ is None else environ, clock=clock),
+        added_by=requester_from_environment(ctx.submitting_environment, clock=clock),
     )
     if not registry.write_generation(entry, workspace.modes, clock=clock):
         _cancel_quietly(scheduler, submitted.job_id)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from data_designer.slurm.contracts import CheckFailedError, InvalidInputError, UnavailableError
 from data_designer.slurm.contracts.records import PROVENANCE_COLUMNS, MergeFile, MergeManifest
 from data_designer.slurm.runtime.store import RunLayout, find_latest_merge, read_run, read_run_record
-from data_designer.slurm.services._runs import locate_run
+from data_designer.slurm.services.runs import locate_run
 
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in the workspace: DataFrame is Any

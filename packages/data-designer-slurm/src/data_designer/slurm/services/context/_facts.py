@@ -20,8 +20,8 @@ from data_designer.slurm.contracts import (
     SchedulerFacts,
 )
 from data_designer.slurm.planner import check_fit
-from data_designer.slurm.runtime import SlurmScheduler
 from data_designer.slurm.runtime.facts import FactsLookup, lookup_facts
+from data_designer.slurm.runtime.scheduler import SlurmScheduler
 from data_designer.slurm.runtime.store import Clock
 
 DEFAULT_MAX_ARRAY_SIZE = 1001

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from data_designer.slurm.contracts import TERMINAL_TASK_STATES, LogFile, LogFollow, LogStep, UnavailableError
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import OBSERVE_TIMEOUT_S, SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
@@ -28,8 +28,17 @@ from data_designer.slurm.runtime.store import (
     read_run,
     system_clock,
 )
-from data_designer.slurm.services._logs import Chosen, check_selection, check_tail, choose, collect, log_file, sources
-from data_designer.slurm.services._runs import locate_run
+from data_designer.slurm.services.context import ServiceContext
+from data_designer.slurm.services.runs._locate import layout_of
+from data_designer.slurm.services.runs._logs import (
+    Chosen,
+    check_selection,
+    check_tail,
+    choose,
+    collect,
+    log_file,
+    sources,
+)
 
 FOLLOW_INTERVAL_S = 1.0
 SCHEDULER_EVERY_S = 5.0
@@ -90,9 +99,10 @@ def follow_logs(
     :class:`LogFile` whose ``lines`` are the new ones, until every followed attempt ended (see the module doc).
     A foreground loop: Ctrl-C stops it (``KeyboardInterrupt`` propagates) and nothing keeps running after it.
     Errors as ``run_logs``."""
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock)
     check_selection(shard, attempt)
     lines = check_tail(tail)
-    layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
+    layout = layout_of(run, ctx)
     snapshot = read_run(layout, clock=clock)
     selection, chosen, skipped = choose(snapshot, shard=shard, attempt=attempt)
     first = collect(snapshot, selection, chosen, step=step, tail=lines, succeeded_skipped=skipped)
@@ -101,7 +111,7 @@ def follow_logs(
     for log in first.files:
         on_logs(log)
         by_shard[log.shard].offsets[Path(log.path)] = log.size
-    scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+    scheduler = ctx.scheduler()
     since = snapshot.run.created_at - SINCE_SLACK
     polls = calls = printed = 0
     asked_at = -math.inf

@@ -8,17 +8,16 @@ poll until the run ends or the timeout passes.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from data_designer.slurm.contracts import ACTIVE_SHARD_STATES, RunStatus, WaitResult
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import Rules, cached_observation, classify, observe_run
 from data_designer.slurm.runtime.store import Clock, RunLayout, read_run, system_clock
-from data_designer.slurm.services._runs import locate_run
+from data_designer.slurm.services.context import ServiceContext, collector_paused
+from data_designer.slurm.services.runs._locate import layout_of
 
 DEFAULT_WAIT_INTERVAL_S = 15.0
 DEFAULT_WAIT_TIMEOUT_S = 24 * 3600.0
@@ -42,8 +41,9 @@ def run_status(
     unreachable scheduler: the status then carries the last known evidence (``evidence`` cached or none) and
     unknown shards. Errors: a run that does not exist (exit 3), a run record or plan that cannot be read (exit 5).
     """
-    layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
-    scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
+    layout = layout_of(run, ctx)
+    scheduler = ctx.scheduler()
     return status_of(layout, scheduler, refresh=refresh, clock=clock, rules=rules)
 
 
@@ -56,7 +56,7 @@ def status_of(
     rules: Rules | None = None,
 ) -> RunStatus:
     """The status of the run at ``layout`` through ``scheduler`` (the seam ``run_status`` and ``wait_run`` share)."""
-    with _collector_paused():
+    with collector_paused():
         snapshot = read_run(layout, clock=clock)
         seen = observe_run(snapshot, scheduler, clock=clock) if refresh else cached_observation(snapshot)
         return classify(
@@ -69,20 +69,6 @@ def status_of(
             asked=seen.asked,
             scheduler_error=seen.detail if seen.asked else None,
         )
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while a status is computed: reading, observing and classifying allocate a few
-    objects per record and free nothing, and at 10,000 shards the collector's repeated full passes over that
-    growing, acyclic heap cost more than the reading itself (measured in ``benchmarks/bench_status.py``)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def is_unavailable(status: RunStatus) -> bool:
@@ -118,8 +104,9 @@ def wait_run(
     Outcome: ``succeeded``; ``ended`` (finished otherwise); ``timeout``; ``unavailable`` (the timeout passed while
     the scheduler could not be asked and shards were unknown).
     """
-    layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
-    scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
+    layout = layout_of(run, ctx)
+    scheduler = ctx.scheduler()
     started = monotonic()
     polls = 0
     while True:

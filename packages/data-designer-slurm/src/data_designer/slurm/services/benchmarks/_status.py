@@ -27,7 +27,7 @@ from data_designer.slurm.contracts import (
     SlurmExtensionError,
 )
 from data_designer.slurm.contracts.records import BENCHMARK_SCHEMA, BenchmarkRecord
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import Rules, RunObservation, cached_observation, observe_runs
 from data_designer.slurm.runtime.store import (
     BenchmarkLayout,
@@ -45,9 +45,8 @@ from data_designer.slurm.runtime.store import (
     read_record,
     system_clock,
 )
-from data_designer.slurm.services._profile import load_profile_file, select_cluster
-from data_designer.slurm.services._runs_list import _classify, _read, _summary
-from data_designer.slurm.services._status import _collector_paused
+from data_designer.slurm.services.context import ServiceContext, collector_paused
+from data_designer.slurm.services.runs import classify_observed, read_listed, run_summary
 
 _OPERATION = "benchmark.status"
 
@@ -66,12 +65,12 @@ def benchmark_status(
     """Every child of benchmark ``bench`` with its run and state. Errors: the profile's (exit 2/3), no such
     benchmark (exit 3). A scheduler that cannot be asked leaves the runs classified from what they recorded, with
     ``scheduler_error`` saying why (``status`` says the same per run)."""
-    profile_path, loaded = load_profile_file(profile, environ=environ)
-    _, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
+    cluster_profile = ctx.selected.profile
     root = Path(cluster_profile.workspace_root)
     snapshot = read_benchmark(find_benchmark(root, bench))
     record = snapshot.record
-    scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+    scheduler = ctx.scheduler()
     view = observe_children(root, snapshot, scheduler, refresh=refresh, clock=clock, rules=rules)
     read, summaries, reasons, seen = view.read, view.summaries, view.reasons, view.seen
     children: list[BenchmarkChildStatus] = []
@@ -135,11 +134,13 @@ def observe_children(
     refresh: bool,
     clock: Clock,
     rules: Rules | None,
+    attempt_records: bool = False,
 ) -> ChildrenView:
-    """Read every bound child's run, observe all of them at once (or take their last observations), classify each
-    as ``status`` does. What ``benchmark status`` and ``benchmark analyze`` share."""
-    with _collector_paused():
-        read = _read_children(root, snapshot, clock)
+    """Read every bound child's run (``attempt_records``: as ``store.read_run`` says), observe all of them at once
+    (or take their last observations), classify each as ``status`` does. What ``benchmark status`` and ``benchmark
+    analyze`` share."""
+    with collector_paused():
+        read = _read_children(root, snapshot, clock, attempt_records)
         runs = [item for item in read.values() if isinstance(item, RunSnapshot)]
         seen = list(observe_runs(runs, scheduler, clock=clock)) if refresh else [cached_observation(r) for r in runs]
         now = clock()
@@ -147,10 +148,10 @@ def observe_children(
         summaries: dict[str, RunSummary] = {}
         reasons: dict[str, str] = {}
         for run, observed in zip(runs, seen, strict=True):
-            classified = _classify(run, observed, now, rules)
+            classified = classify_observed(run, observed, now, rules)
             key = str(run.layout.run_id)
             statuses[key] = classified
-            summaries[key] = _summary(run, classified)
+            summaries[key] = run_summary(run, classified)
             why = "; ".join(dict.fromkeys(shard.reason for shard in classified.shards if shard.reason))
             if why:
                 reasons[key] = why
@@ -165,7 +166,9 @@ def _evidence(seen: list[RunObservation], refresh: bool) -> SchedulerEvidence:
     return "cached" if "cached" in kinds or "live" in kinds else "none"
 
 
-def _read_children(root: Path, snapshot: BenchmarkSnapshot, clock: Clock) -> dict[str, RunSnapshot | RunSummary]:
+def _read_children(
+    root: Path, snapshot: BenchmarkSnapshot, clock: Clock, attempt_records: bool
+) -> dict[str, RunSnapshot | RunSummary]:
     out: dict[str, RunSnapshot | RunSummary] = {}
     for child_id, bindings in snapshot.children.items():
         if bindings.binding is None:
@@ -185,7 +188,7 @@ def _read_children(root: Path, snapshot: BenchmarkSnapshot, clock: Clock) -> dic
                 problem="bound, but its run directory was never created (run 'benchmark run' again)",
             )
             continue
-        out[child_id] = _read(RunDirectory(run_id, path, layout, problem), clock)
+        out[child_id] = read_listed(RunDirectory(run_id, path, layout, problem), clock, attempt_records=attempt_records)
     return out
 
 
@@ -240,8 +243,8 @@ def list_benchmarks(
     environ: Mapping[str, str] | None = None,
 ) -> BenchmarkList:
     """The benchmarks of the selected profile cluster's workspace, newest first, from their records only."""
-    profile_path, loaded = load_profile_file(profile, environ=environ)
-    cluster_name, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ)
+    _, cluster_name, cluster_profile = ctx.selected
     root = Path(cluster_profile.workspace_root)
     rows: list[BenchmarkSummary] = []
     for layout in list_benchmark_dirs(root):

@@ -24,9 +24,6 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
-
-from pydantic import BaseModel
 
 from data_designer.slurm.contracts import (
     MAX_SEED_FILE_BYTES,
@@ -46,66 +43,56 @@ from data_designer.slurm.contracts import (
     UnavailableError,
 )
 from data_designer.slurm.contracts.records import (
-    BENCHMARK_CHILD_SCHEMA,
-    INPUTS_SCHEMA,
-    RUN_SCHEMA,
-    SUBMISSION_SCHEMA,
     BenchmarkLink,
     InputFile,
     InputRole,
     InputsManifest,
-    RecordSchema,
     RunRecord,
     SeedRewrite,
-    SubmissionRecord,
     SubmittedJob,
 )
 from data_designer.slurm.planner import (
     bind_submission,
-    canonical_json,
     config_path,
     load_run,
 )
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubmissionRefused, SubprocessRunner
 from data_designer.slurm.runtime.facts import save_facts
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubmissionRefused, SubprocessRunner
 from data_designer.slurm.runtime.status import SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
     FileModes,
-    RecordAppended,
-    RecordConflict,
     RunId,
     RunIdFactory,
     RunLayout,
-    append_record,
+    create_run_directory,
     load_plan,
-    make_directories,
     modes_for,
-    publish_bytes_once,
     read_bounded,
     read_run_record,
+    record_submission,
     run_id_factory,
     snapshot_mode,
     system_clock,
-    write_record_once,
+    write_benchmark_link,
+    write_input,
+    write_inputs_manifest,
+    write_plan,
+    write_run_record,
 )
-from data_designer.slurm.services._facts import cluster_facts, refuse_misfit
-from data_designer.slurm.services._plans import (
+from data_designer.slurm.services.context import JOB_NAME_PREFIX, ServiceContext, cluster_facts, refuse_misfit
+from data_designer.slurm.services.plans import (
+    SEED_TOO_LARGE,
     Source,
     compile_config,
     locate,
     profile_source_of,
     read_input,
     read_named,
+    seed_files,
 )
-from data_designer.slurm.services._profile import load_profile_file, select_cluster
-from data_designer.slurm.services._seeds import SEED_TOO_LARGE, seed_files
 
-JOB_NAME_PREFIX = "dd-"
-"""Job names are ``dd-<run id>-c<chunk>``: unique per run, so Slurm is asked for them by name on resubmission."""
 _OPERATION = "execute"
-
-M = TypeVar("M", bound=BaseModel)
 
 
 def execute_run(
@@ -127,12 +114,12 @@ def execute_run(
     existing run directory exit 4, Slurm unreachable exit 5 (the run directory then keeps what was
     written, and the error names the ``--run-id`` that resumes it).
     """
-    profile_path, loaded = load_profile_file(profile, environ=environ)
-    cluster_name, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock)
+    profile_path, cluster_name, cluster_profile = ctx.selected
     umask = modes_for(cluster_profile.workspace_sharing).umask  # Slurm creates slurm-*.out with sbatch's umask
     runner = runner if runner is not None else SubprocessRunner(env=environ, umask=umask)
     scheduler = SlurmScheduler(runner, clock=clock)
-    submitting = os.environ if environ is None else environ
+    submitting = ctx.submitting_environment
     if run_id is not None:
         return _resume(RunId.parse(run_id), cluster_profile, scheduler, clock, submitting)
     return _create(
@@ -259,11 +246,12 @@ def submit_plan(
     modes = modes_for(target.profile.workspace_sharing)
     _make_run_dir(layout, modes)
     manifest = _snapshot(layout, planned, snapshot.seed, modes)
-    _write_once(layout.inputs_manifest, INPUTS_SCHEMA, manifest, clock)
-    if not publish_bytes_once(layout.plan_record, canonical_json(plan.model_dump(mode="json")), operation=_OPERATION):
+    if not write_inputs_manifest(layout, manifest, clock=clock, operation=_OPERATION):
+        raise _already(layout.inputs_manifest)
+    if not write_plan(layout, plan, operation=_OPERATION):
         raise _already(layout.plan_record)
-    if link is not None:
-        _write_once(layout.benchmark_record, BENCHMARK_CHILD_SCHEMA, link, clock)
+    if link is not None and not write_benchmark_link(layout, link, clock=clock, operation=_OPERATION):
+        raise _already(layout.benchmark_record)
     record = RunRecord(
         run_id=str(bound.rid),
         name=target.name,
@@ -279,7 +267,8 @@ def submit_plan(
         binding=bound.binding,
         unit=unit,
     )
-    _write_once(layout.run_record, RUN_SCHEMA, record, clock)
+    if not write_run_record(layout, record, clock=clock, operation=_OPERATION):
+        raise _already(layout.run_record)
     result = _submit(layout, record, scheduler, clock, environment, resumed=False, known={}, after_jobs=after_jobs)
     return result.model_copy(update={"warnings": plan.warnings})  # shown as the dry run shows them
 
@@ -404,31 +393,6 @@ def _record_refusal(
     )
 
 
-def record_submission(
-    layout: RunLayout,
-    jobs: tuple[SubmittedJob, ...],
-    *,
-    sbatch_calls: int,
-    clock: Clock,
-    operation: str,
-    generation: int = 0,
-    error: str | None = None,
-) -> RecordAppended:
-    """Append one submission call to ``submissions/``: its jobs (those found by name count as recovered), the
-    ``sbatch`` calls it made, its generation (0: execute; n: retry n) and the scheduler's refusal, if any."""
-    recovered = sum(1 for job in jobs if job.recovered)
-    record = SubmissionRecord(
-        submitted_at=clock(),
-        generation=generation,
-        jobs=jobs,
-        submitted=len(jobs) - recovered,
-        recovered=recovered,
-        sbatch_calls=sbatch_calls,
-        error=error,
-    )
-    return append_record(layout.submissions_dir, SUBMISSION_SCHEMA, record, clock=clock, operation=operation)
-
-
 def submitted_jobs(unit: SubmissionUnit, submitted: Sequence[SubmittedChunk]) -> tuple[SubmittedJob, ...]:
     """The unit's chunks the scheduler accepted (or found again), in the unit's order."""
     by_name = {c.job_name: c for c in submitted}
@@ -475,7 +439,7 @@ def _read(path: Path, explain: Callable[[], str]) -> tuple[bytes, str]:
 def _make_run_dir(layout: RunLayout, modes: FileModes) -> None:
     """Create the run directory (and any missing parent) with the profile's modes: every writer below follows it."""
     try:
-        make_directories(layout.run_dir, modes, exclusive=True)
+        create_run_directory(layout, modes)
     except FileExistsError as exc:
         raise ConflictError(
             f"run directory {str(layout.run_dir)!r} already exists",
@@ -521,7 +485,7 @@ def _snapshot(
     for role, source, relative, target, known in planned:
         data = known if known is not None else _read_file(source)
         mode = snapshot_mode(modes, source_mode(source))
-        if not publish_bytes_once(target, data, operation=_OPERATION, mode=mode):
+        if not write_input(layout, relative.split("/")[1:], data, mode=mode, operation=_OPERATION):
             raise _already(target)
         digest = hashlib.sha256(data).hexdigest()
         files.append(InputFile(role=role, source=str(source), path=relative, sha256=digest, size=len(data)))
@@ -543,12 +507,6 @@ def _read_file(path: Path) -> bytes:
         raise NotFoundError(
             f"input {str(path)!r} disappeared while it was snapshotted", code="file_not_found", file=str(path)
         ) from exc
-
-
-def _write_once(path: Path, schema: RecordSchema[M], payload: M, clock: Clock) -> None:
-    written = write_record_once(path, schema, payload, clock=clock, operation=_OPERATION)
-    if isinstance(written, RecordConflict):
-        raise _already(path)
 
 
 def _already(path: Path) -> ConflictError:

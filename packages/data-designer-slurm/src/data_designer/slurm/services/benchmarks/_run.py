@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,10 +50,7 @@ from data_designer.slurm.contracts import (
 )
 from data_designer.slurm.contracts.records import (
     BENCHMARK_SCHEMA,
-    CHILD_BINDING_SCHEMA,
-    CHILD_RESUME_SCHEMA,
     RUN_SCHEMA,
-    SUBMISSION_SCHEMA,
     BenchmarkChildEntry,
     BenchmarkLink,
     BenchmarkRecord,
@@ -66,8 +62,8 @@ from data_designer.slurm.contracts.records import (
     RunRecord,
     SeedRewrite,
 )
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.facts import save_facts
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.status import SINCE_SLACK, Rules
 from data_designer.slurm.runtime.store import (
     BenchmarkLayout,
@@ -75,48 +71,53 @@ from data_designer.slurm.runtime.store import (
     ChildBindings,
     Clock,
     FileModes,
-    RecordConflict,
     RecordOk,
     RunId,
     RunIdFactory,
     RunLayout,
     benchmark_id,
-    make_directories,
+    bind_child,
+    claim_child_resume,
+    discard_run_directory,
     modes_for,
-    publish_bytes_once,
     read_benchmark,
     read_record,
+    read_submissions,
+    record_submission,
     requester_from_environment,
     run_id_factory,
-    sequence_numbers,
     snapshot_mode,
     system_clock,
-    write_record_once,
+    write_benchmark,
+    write_benchmark_input,
 )
-from data_designer.slurm.services._calls import CountingRunner
-from data_designer.slurm.services._execute import (
-    BoundRun,
-    InputSnapshot,
-    RunTarget,
-    bind_run,
-    passed_environment,
-    record_submission,
-    source_mode,
-    submit_plan,
-    submitted_jobs,
+from data_designer.slurm.services.context import (
+    Alive,
+    CountingRunner,
+    ServiceContext,
+    cluster_facts,
+    default_alive,
+    refuse_misfit,
 )
-from data_designer.slurm.services._facts import cluster_facts, refuse_misfit
-from data_designer.slurm.services._liveness import Alive, default_alive
-from data_designer.slurm.services._plans import (
+from data_designer.slurm.services.plans import (
     BenchmarkInputs,
     Source,
     expand_located,
     locate,
     profile_source_of,
     read_benchmark_inputs,
+    seed_files,
 )
-from data_designer.slurm.services._profile import load_profile_file, select_cluster
-from data_designer.slurm.services._seeds import seed_files
+from data_designer.slurm.services.runs import (
+    BoundRun,
+    InputSnapshot,
+    RunTarget,
+    bind_run,
+    passed_environment,
+    source_mode,
+    submit_plan,
+    submitted_jobs,
+)
 
 _OPERATION = "benchmark.run"
 _RUN_NAME_MAX = 64
@@ -144,14 +145,14 @@ def run_benchmark(
     holder of a binding whose run was never submitted may still be submitting it (default: its pid on this host,
     else ``Rules.retry_grace_s`` after it bound the child).
     """
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
     bench_path = Path(bench_file).expanduser().absolute()
     inputs = read_benchmark_inputs(bench_path, operation=_OPERATION)
-    profile_path, loaded = load_profile_file(profile, environ=environ)
-    cluster_name, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
+    profile_path, cluster_name, cluster_profile = ctx.selected
     modes = modes_for(cluster_profile.workspace_sharing)
     counting = CountingRunner(runner if runner is not None else SubprocessRunner(env=environ, umask=modes.umask))
     scheduler = SlurmScheduler(counting, clock=clock)
-    submitting = os.environ if environ is None else environ
+    submitting = ctx.submitting_environment
 
     facts, lookup = cluster_facts(cluster_profile, scheduler, clock)
     profile_source = profile_source_of(profile_path, cluster_name, operation=_OPERATION)
@@ -267,7 +268,6 @@ def _ensure_record(
                 hint="two benchmarks share a name and a 12-digit digest prefix: rename this benchmark",
             )
         return False
-    make_directories(layout.directory, modes)
     files = _copy_inputs(layout, inputs, modes)
     record = BenchmarkRecord(
         benchmark_id=layout.benchmark_id,
@@ -289,12 +289,7 @@ def _ensure_record(
         children=tuple(_entry(child) for child in plan.children),
         inputs=files,
     )
-    written = write_record_once(layout.record, BENCHMARK_SCHEMA, record, clock=clock, operation=_OPERATION)
-    return not _is_conflict(written)
-
-
-def _is_conflict(written: object) -> bool:
-    return isinstance(written, RecordConflict)
+    return write_benchmark(layout, record, clock=clock, operation=_OPERATION)
 
 
 def _entry(child: BenchmarkChild) -> BenchmarkChildEntry:
@@ -324,14 +319,13 @@ def _copy_inputs(layout: BenchmarkLayout, inputs: BenchmarkInputs, modes: FileMo
     """The benchmark file, base run and config under ``inputs/<role>/`` (write-once; an equal copy is kept)."""
     copied = []
     for role, path, data in _sources(inputs):
-        target = layout.input_file(role, path.name.lstrip(".") or role)
-        make_directories(target.parent, modes)
-        publish_bytes_once(target, data, operation=_OPERATION, mode=snapshot_mode(modes, source_mode(path)))
+        mode = snapshot_mode(modes, source_mode(path))
+        name = path.name.lstrip(".") or role
         copied.append(
             InputFile(
                 role=role,
                 source=str(path),
-                path=str(target.relative_to(layout.directory)),
+                path=write_benchmark_input(layout, role, name, data, mode=mode, modes=modes, operation=_OPERATION),
                 sha256=hashlib.sha256(data).hexdigest(),
                 size=len(data),
             )
@@ -505,15 +499,11 @@ def _first_submission(layout: RunLayout, record: RunRecord) -> tuple[str, ...]:
     """The job ids of the run's generation-0 chunks, when every chunk of its unit was accepted (else none)."""
     by_chunk: dict[int, str] = {}
     try:
-        numbers = sequence_numbers(layout.submissions_dir)
+        submissions = read_submissions(layout)
     except (OSError, SlurmExtensionError):
         return ()
-    for number in numbers:
-        read = read_record(layout.submission_record(number), SUBMISSION_SCHEMA)
-        if not isinstance(read, RecordOk) or read.payload.generation != 0:
-            continue
-        for job in read.payload.jobs:
-            by_chunk.setdefault(job.chunk, job.job_id)
+    for job in (job for submission in submissions if submission.generation == 0 for job in submission.jobs):
+        by_chunk.setdefault(job.chunk, job.job_id)
     wanted = [chunk.chunk for chunk in record.unit.chunks]
     if not wanted or any(chunk not in by_chunk for chunk in wanted):
         return ()
@@ -609,15 +599,11 @@ def _submit_child(
         resume=found.next_resume,
         claimed_by=requester_from_environment(context.environ, clock=context.clock),
     )
-    path = context.layout.resume_claim(child.child_id, found.next_resume)
-    written = write_record_once(path, CHILD_RESUME_SCHEMA, claim, clock=context.clock, operation=_OPERATION)
-    if _is_conflict(written):
+    if not claim_child_resume(context.layout, claim, clock=context.clock, operation=_OPERATION):
         raise _Held(found.binding.run_id, f"child {child.index} is being resumed by another 'benchmark run'")
     run_id = found.binding.run_id
     if found.record is None:  # bound, but its run record was never written: nothing of it was submitted
-        rid = RunId.parse(run_id)
-        layout = RunLayout(Path(context.target.profile.workspace_root), rid)
-        shutil.rmtree(layout.run_dir, ignore_errors=True)
+        discard_run_directory(RunLayout(Path(context.target.profile.workspace_root), RunId.parse(run_id)))
         return "resumed", run_id, _failing(run_id, lambda: _create(context, child, run_id, after))
     record = found.record
     return "resumed", run_id, _failing(run_id, lambda: _resume(context, child, record, after, known))
@@ -645,11 +631,7 @@ def _bind(context: _Context, child: BenchmarkChild) -> ChildBinding | _Evidence:
         run_id=str(rid),
         claimed_by=requester_from_environment(context.environ, clock=context.clock),
     )
-    make_directories(context.layout.children_dir, context.modes)
-    written = write_record_once(
-        context.layout.binding(child.child_id), CHILD_BINDING_SCHEMA, binding, clock=context.clock, operation=_OPERATION
-    )
-    if not _is_conflict(written):
+    if bind_child(context.layout, binding, modes=context.modes, clock=context.clock, operation=_OPERATION):
         return binding
     again = read_benchmark(context.layout)
     return _evidence(context, again.children[child.child_id])

@@ -61,12 +61,11 @@ from data_designer.slurm.planner import (
     plan_files,
     resolve_config,
 )
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner, read_text, write_text_atomic
-from data_designer.slurm.runtime.store import Clock, system_clock
-from data_designer.slurm.services._facts import DEFAULT_MAX_ARRAY_SIZE, cluster_facts, refuse_misfit
-from data_designer.slurm.services._image_records import registered_images, submitting_installation
-from data_designer.slurm.services._profile import load_profile_file, select_cluster
-from data_designer.slurm.services._seeds import seed_files
+from data_designer.slurm.runtime.scheduler import CommandRunner
+from data_designer.slurm.runtime.store import Clock, read_text, system_clock, write_text_atomic
+from data_designer.slurm.services.context import DEFAULT_MAX_ARRAY_SIZE, ServiceContext, cluster_facts, refuse_misfit
+from data_designer.slurm.services.images import registered_images, submitting_installation
+from data_designer.slurm.services.plans._seeds import seed_files
 
 _RUN_KEYS = frozenset(RunSpec.model_fields)
 _PROFILE_KEYS = frozenset(ClusterProfile.model_fields)
@@ -119,12 +118,12 @@ def plan_run(
     as run directory); the last two only when nothing is unresolved. A non-empty ``out`` is never
     written to unless ``force`` (:class:`ConflictError`, exit 4).
     """
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock)
     operation = "execute.dry_run"
     run_path = Path(run_file).expanduser().absolute()
     run_text = read_input(run_path, what="run file", operation=operation)
     run = load_run(run_text, file=str(run_path))
-    profile_path, loaded = load_profile_file(profile, environ=environ)
-    cluster_name, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
+    profile_path, cluster_name, cluster_profile = ctx.selected
     if cluster_check:
         if max_array_size is not None:
             raise InvalidInputError(
@@ -134,7 +133,7 @@ def plan_run(
                 key_path="--max-array-size",
                 hint="leave out --max-array-size: the cluster check reads the cluster's own MaxArraySize",
             )
-        scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+        scheduler = ctx.scheduler()
         facts, _ = cluster_facts(cluster_profile, scheduler, clock)
     else:
         facts = dry_run_facts(cluster_profile, max_array_size)
@@ -176,11 +175,11 @@ def plan_benchmark(
     ``children/<index>-<child id>/`` with the files :func:`plan_run` writes (job names
     ``dd-<benchmark>-<child id>-dry-run-c<chunk>``). A non-empty ``out`` needs ``force``.
     """
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ)
     operation = "benchmark.dry_run"
     inputs = read_benchmark_inputs(Path(bench_file).expanduser().absolute(), operation=operation)
     bench_path, benchmark = inputs.path, inputs.spec
-    profile_path, loaded = load_profile_file(profile, environ=environ)
-    cluster_name, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
+    profile_path, cluster_name, cluster_profile = ctx.selected
     facts = dry_run_facts(cluster_profile, max_array_size)
     profile_source = profile_source_of(profile_path, cluster_name, operation=operation)
     plan = expand_located(inputs, cluster_profile, cluster_name, facts, profile_source)

@@ -37,7 +37,7 @@ from data_designer.slurm.runtime.store import (
     read_tail,
     system_clock,
 )
-from data_designer.slurm.services._runs import locate_run
+from data_designer.slurm.services.runs._locate import locate_run
 
 DEFAULT_TAIL = 200
 """Lines shown of each file unless ``tail`` says otherwise (a header says when earlier ones are not shown)."""

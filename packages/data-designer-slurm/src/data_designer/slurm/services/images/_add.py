@@ -18,24 +18,23 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
 from data_designer.slurm.contracts import (
-    ClusterProfile,
-    ConflictError,
     ImageAdded,
     InvalidInputError,
     Name,
     UnavailableError,
 )
 from data_designer.slurm.contracts.records import ImageEntry, ImageFormat, ImageInspection, ImageRole
-from data_designer.slurm.runtime import CommandRunner, SubprocessRunner
-from data_designer.slurm.runtime.images import ImageHistory, ImageRegistry, cached_digest
-from data_designer.slurm.runtime.store import Clock, FileModes, modes_for, requester_from_environment, system_clock
-from data_designer.slurm.services._profile import load_profile_file, select_cluster
+from data_designer.slurm.runtime.images import cached_digest
+from data_designer.slurm.runtime.scheduler import CommandRunner, SubprocessRunner
+from data_designer.slurm.runtime.store import Clock, requester_from_environment, system_clock
+from data_designer.slurm.services.context import ServiceContext
+from data_designer.slurm.services.images._import import submit_import
+from data_designer.slurm.services.images._workspace import open_workspace, refuse_current
 
 REGISTRY_PREFIX = "docker://"
 SQUASHFS_MAGIC = b"hsqs"
@@ -45,25 +44,6 @@ NODE_LOCAL_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
 """Filesystems that live in one node's memory: an image there is not on the nodes that would run it."""
 _MAX_ATTEMPTS = 8
 _OPERATION = "image.add"
-
-
-@dataclass(frozen=True)
-class Workspace:
-    """The selected cluster's workspace: its registry and the modes its files get."""
-
-    cluster: str
-    profile: ClusterProfile
-    registry: ImageRegistry
-    modes: FileModes
-
-
-def open_workspace(
-    profile: str | Path | None, cluster: str | None, environ: Mapping[str, str] | None
-) -> tuple[Path, Workspace]:
-    path, loaded = load_profile_file(profile, environ=environ)
-    name, cluster_profile = select_cluster(loaded, cluster, file=str(path))
-    registry = ImageRegistry(cluster_profile.workspace_root)
-    return path, Workspace(name, cluster_profile, registry, modes_for(cluster_profile.workspace_sharing))
 
 
 def check_name(name: str) -> str:
@@ -103,12 +83,11 @@ def add_image(
     Errors: a relative, missing, non-regular, node-local or unrecognised file, or a bad name, exit 2; a name with a
     current image without ``replace``, exit 4; the profile's errors; a filesystem that refuses, exit 5.
     """
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock)
     check_name(name)
     _, workspace = open_workspace(profile, cluster, environ)
     registry = workspace.registry
     if source.startswith(REGISTRY_PREFIX):
-        from data_designer.slurm.services._image_import import submit_import
-
         return submit_import(
             source,
             name=name,
@@ -122,13 +101,13 @@ def add_image(
     path = image_path(source)
     image_format = detect_format(path)
     check_shared(path, Path(workspace.profile.workspace_root))
-    _refuse_current(registry.history(name), replace=replace, file=str(path))
+    refuse_current(registry.history(name), replace=replace, file=str(path))
     digest = cached_digest(path, registry.digests_dir(name), workspace.modes, clock=clock)
     inspection = _inspect(path, image_format, runner, environ)
-    requester = requester_from_environment(os.environ if environ is None else environ, clock=clock)
+    requester = requester_from_environment(ctx.submitting_environment, clock=clock)
     for _ in range(_MAX_ATTEMPTS):
         history = registry.history(name)
-        current = _refuse_current(history, replace=replace, file=str(path))
+        current = refuse_current(history, replace=replace, file=str(path))
         entry = ImageEntry(
             name=name,
             generation=history.highest + 1,
@@ -271,21 +250,6 @@ def _mount_of(path: Path, mounts: list[tuple[str, str]]) -> tuple[str, str] | No
         if inside and (found is None or len(point) >= len(found[0])):
             found = (point, kind)
     return found
-
-
-def _refuse_current(history: ImageHistory, *, replace: bool, file: str) -> ImageEntry | None:
-    current = history.current
-    if current is not None and not replace:
-        raise ConflictError(
-            f"image {history.name!r} is registered already (generation {current.generation}: {current.source})",
-            code="image_exists",
-            operation=_OPERATION,
-            file=file,
-            key_path="--name",
-            hint=f"pass --replace to register this file as generation {history.highest + 1} of {history.name!r}, "
-            "or choose another --name",
-        )
-    return current
 
 
 def _inspect(

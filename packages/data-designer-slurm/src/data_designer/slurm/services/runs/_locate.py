@@ -7,7 +7,7 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import InvalidInputError, SlurmExtensionError
 from data_designer.slurm.runtime.store import RUNS_DIR, RunLayout, RunSnapshot
-from data_designer.slurm.services._profile import load_profile_file, select_cluster
+from data_designer.slurm.services.context import ServiceContext
 
 
 def locate_run(
@@ -19,6 +19,11 @@ def locate_run(
 ) -> RunLayout:
     """The layout of ``run``: a run directory path (``<workspace>/runs/<run id>``), or a run id resolved against
     the workspace of the selected profile cluster. The run need not be complete; readers check its records."""
+    return layout_of(run, ServiceContext.of(profile=profile, cluster=cluster, environ=environ))
+
+
+def layout_of(run: str | Path, ctx: ServiceContext) -> RunLayout:
+    """``locate_run`` in a call's context: the profile is read only for a run id."""
     text = str(run)
     candidate = Path(text).expanduser()
     if "/" in text or candidate.is_dir():
@@ -39,9 +44,7 @@ def locate_run(
                 key_path="RUN",
                 hint="pass the run id that 'execute' printed, or the run directory it created",
             ) from exc
-    profile_path, loaded = load_profile_file(profile, environ=environ)
-    _, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
-    return RunLayout.of(Path(cluster_profile.workspace_root), text)
+    return RunLayout.of(Path(ctx.selected.profile.workspace_root), text)
 
 
 def named_shards(snapshot: RunSnapshot, shards: Sequence[int], *, operation: str) -> list[int]:

@@ -22,7 +22,6 @@ One call reads the run once (``store.read_run``), observes it once (``status.obs
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,8 +39,6 @@ from data_designer.slurm.contracts import (
     UnavailableError,
 )
 from data_designer.slurm.contracts.records import (
-    RESUME_SCHEMA,
-    RETRY_SCHEMA,
     Requester,
     ResumeClaim,
     RetryIntent,
@@ -49,23 +46,23 @@ from data_designer.slurm.contracts.records import (
     SubmittedJob,
 )
 from data_designer.slurm.planner import bind_retry, count_indices
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubmissionRefused, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubmissionRefused
 from data_designer.slurm.runtime.status import SINCE_SLACK, Rules, classify, observe_run
 from data_designer.slurm.runtime.store import (
     Clock,
-    RecordConflict,
     RetrySnapshot,
     RunLayout,
     RunSnapshot,
+    claim_retry_resume,
     read_run,
+    record_submission,
     requester_from_environment,
     system_clock,
-    write_record_once,
+    take_retry_generation,
 )
-from data_designer.slurm.services._calls import CountingRunner
-from data_designer.slurm.services._execute import passed_environment, record_submission, submitted_jobs
-from data_designer.slurm.services._liveness import Alive, default_alive
-from data_designer.slurm.services._runs import locate_run, named_shards
+from data_designer.slurm.services.context import Alive, CountingRunner, ServiceContext, default_alive
+from data_designer.slurm.services.runs._execute import passed_environment, submitted_jobs
+from data_designer.slurm.services.runs._locate import layout_of, named_shards
 
 _OPERATION = "retry"
 RETRYABLE_STATES = frozenset({"failed", "partial", "cancelled", "missing", "stale", "scheduler_inconsistent"})
@@ -99,11 +96,12 @@ def retry_run(
     ``rules.retry_grace_s``). Errors: unknown shard or unset environment variable exit 2, no such run exit 3,
     named shards that cannot be retried now exit 4, Slurm that cannot be asked exit 5 (nothing is submitted).
     """
-    layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
-    counting = CountingRunner(runner if runner is not None else SubprocessRunner(env=environ))
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
+    layout = layout_of(run, ctx)
+    counting = CountingRunner(ctx.runner)
     scheduler = SlurmScheduler(counting, clock=clock, sleep=sleep, concurrent=counting.concurrent)
-    submitting = os.environ if environ is None else environ
-    rules = rules or Rules()
+    submitting = ctx.submitting_environment
+    rules = ctx.rules
     is_alive = alive or default_alive(rules.retry_grace_s, clock)
     done = _Done()
     for _ in range(_MAX_TRIES):
@@ -142,7 +140,7 @@ def retry_run(
             forced=force and selection.forced,
         )
         path = layout.retry_intent(generation)
-        if isinstance(write_record_once(path, RETRY_SCHEMA, intent, clock=clock, operation=_OPERATION), RecordConflict):
+        if not take_retry_generation(layout, intent, clock=clock, operation=_OPERATION):
             continue  # another retry took this generation: read the run again, its shards are now taken
         stopped = _stop_live_tasks(scheduler, selection.live_tasks)
         since = intent.requested_by.time
@@ -319,10 +317,7 @@ def _resume(
     claim = ResumeClaim(
         generation=retry.generation, resume=number, requested_by=requester_from_environment(environ, clock=clock)
     )
-    taken = write_record_once(
-        layout.resume_claim(retry.generation, number), RESUME_SCHEMA, claim, clock=clock, operation=_OPERATION
-    )
-    if isinstance(taken, RecordConflict):
+    if not claim_retry_resume(layout, claim, clock=clock, operation=_OPERATION):
         return False  # another process is resuming it
     passed = passed_environment(
         snapshot.plan, environ, run_file=snapshot.run.run_file, profile_file=snapshot.run.profile_file

@@ -16,38 +16,29 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import (
     AnalyzeResult,
-    BenchmarkAnalysis,
     ClusterFacts,
     RunStatus,
 )
-from data_designer.slurm.contracts.records import ATTEMPT_SCHEMA, STATUS_SCHEMA, BenchmarkRecord
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.contracts.records import BenchmarkRecord
 from data_designer.slurm.runtime.analysis import AttemptEvidence, Capacity, ChildEvidence, analysis_json, analyze
+from data_designer.slurm.runtime.scheduler import CommandRunner
 from data_designer.slurm.runtime.status import Rules
 from data_designer.slurm.runtime.store import (
-    AttemptSnapshot,
-    BenchmarkLayout,
     Clock,
-    RecordOk,
-    RunLayout,
     RunSnapshot,
-    make_directories,
-    modes_of_directory,
-    publish_bytes_once,
     read_benchmark,
-    read_record,
     system_clock,
+    write_analysis,
 )
-from data_designer.slurm.services._benchmark_status import (
+from data_designer.slurm.services.benchmarks._status import (
     ChildrenView,
     _evidence,
     find_benchmark,
     observe_children,
 )
-from data_designer.slurm.services._profile import load_profile_file, select_cluster
-from data_designer.slurm.services._status import _collector_paused, is_unavailable
+from data_designer.slurm.services.context import ServiceContext, collector_paused
+from data_designer.slurm.services.runs import is_unavailable
 
-ANALYSES_DIR = "analyses"
 _OPERATION = "benchmark.analyze"
 
 
@@ -68,25 +59,27 @@ def analyze_benchmark(
     ``plot``: also write the PNG there (needs the ``plot`` extra: matplotlib, imported only then). Errors: the
     profile's (exit 2/3), no such benchmark (exit 3), the plot extra missing (exit 2). A scheduler that cannot be
     asked leaves children classified from their records (``unknown_children`` counts those left unknown)."""
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
     if plot is not None:
-        from data_designer.slurm.services._plot import check_plot  # matplotlib only under --plot
+        from data_designer.slurm.services.benchmarks._plot import check_plot  # matplotlib only under --plot
 
         check_plot(Path(plot))  # a wrong suffix or a missing extra fails before any read or scheduler call
-    profile_path, loaded = load_profile_file(profile, environ=environ)
-    _, cluster_profile = select_cluster(loaded, cluster, file=str(profile_path))
+    cluster_profile = ctx.selected.profile
     root = Path(cluster_profile.workspace_root)
     layout = find_benchmark(root, bench)
     snapshot = read_benchmark(layout)
     record = snapshot.record
-    scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
-    with _collector_paused():  # as status does: at 1,000 children the collector's passes were 15-20% of the CPU
-        view = observe_children(root, snapshot, scheduler, refresh=refresh, clock=clock, rules=rules)
+    scheduler = ctx.scheduler()
+    with collector_paused():  # as status does: at 1,000 children the collector's passes were 15-20% of the CPU
+        view = observe_children(
+            root, snapshot, scheduler, refresh=refresh, clock=clock, rules=rules, attempt_records=True
+        )
         evidence = _children_evidence(record, view)
         analysis = analyze(record, evidence, capacity=_capacity(record, view))
-        written = persist(layout, analysis)
+        written = write_analysis(layout, analysis.evidence_digest, analysis_json(analysis), operation=_OPERATION)
     plotted = None
     if plot is not None:
-        from data_designer.slurm.services._plot import write_plot  # matplotlib only under --plot
+        from data_designer.slurm.services.benchmarks._plot import write_plot  # matplotlib only under --plot
 
         plotted = str(write_plot(analysis, Path(plot)))
     calls = max((one.calls for one in view.seen), default=0)
@@ -102,15 +95,6 @@ def analyze_benchmark(
         unknown_children=sum(1 for status in view.statuses.values() if is_unavailable(status)),
         plot=plotted,
     )
-
-
-def persist(layout: BenchmarkLayout, analysis: BenchmarkAnalysis) -> Path:
-    """``analyses/<evidence digest (16 hex)>.json``, written once: the same evidence finds its file."""
-    directory = layout.directory / ANALYSES_DIR
-    make_directories(directory, modes_of_directory(layout.directory))
-    path = directory / f"{analysis.evidence_digest[:16]}.json"
-    publish_bytes_once(path, analysis_json(analysis), operation=_OPERATION)
-    return path
 
 
 def _children_evidence(record: BenchmarkRecord, view: ChildrenView) -> list[ChildEvidence]:
@@ -139,27 +123,11 @@ def _child(index: int, snapshot: RunSnapshot, status: RunStatus, reason: str | N
             index, run_id, status.state if status.state != "succeeded" else "unreadable", why, (), gpus
         )
     shard = snapshot.shards[0]
-    by_number = {attempt.number: attempt for attempt in shard.attempts}
+    kept = {n for n, ranges in shard.kept.items() if ranges}  # read with their records (attempt_records)
     attempts = tuple(
-        _attempt(snapshot.layout, shard.plan.shard, number, by_number.get(number))
-        for number in sorted(n for n, ranges in shard.kept.items() if ranges)
+        AttemptEvidence(a.number, a.record, a.status, a.manifest) for a in shard.attempts if a.number in kept
     )
     return ChildEvidence(index, run_id, status.state, reason, attempts, gpus)
-
-
-def _attempt(layout: RunLayout, shard: int, number: int, read: AttemptSnapshot | None) -> AttemptEvidence:
-    """A contributing attempt's records: the reader keeps its manifest; its attempt and status records are read
-    here when the reader had no need of them (an attempt whose manifest covers all it was assigned)."""
-    manifest = None if read is None else read.manifest
-    record = None if read is None else read.record
-    status = None if read is None else read.status
-    if record is None:
-        found = read_record(layout.attempt_record(shard, number), ATTEMPT_SCHEMA)
-        record = found.payload if isinstance(found, RecordOk) else None
-    if status is None:
-        ended = read_record(layout.status(shard, number), STATUS_SCHEMA)
-        status = ended.payload if isinstance(ended, RecordOk) else None
-    return AttemptEvidence(number, record, status, manifest)
 
 
 def _capacity(record: BenchmarkRecord, view: ChildrenView) -> Capacity | None:

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE, CheckFailedError, MergeResult
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import Rules
 from data_designer.slurm.runtime.store import Clock, RunLayout, RunSnapshot, read_run, system_clock
-from data_designer.slurm.services._merge_job import submit_merge_job
-from data_designer.slurm.services._runs import locate_run
-from data_designer.slurm.services._status import status_of
+from data_designer.slurm.services.collect._merge_job import submit_merge_job
+from data_designer.slurm.services.context import ServiceContext
+from data_designer.slurm.services.runs import layout_of, status_of
 
 if TYPE_CHECKING:  # runtime.merge loads pyarrow: imported when a merge runs, not with the services
     from data_designer.slurm.runtime.merge import Merged
@@ -51,9 +51,10 @@ def merge_run(
     schema drift between shards exit 6 (nothing is written under a final name); a non-empty ``output`` exit 4.
     Slurm is asked (once) only to name the states of shards that are not succeeded.
     """
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
     from data_designer.slurm.runtime.merge import MergeOptions, merge_run_dir
 
-    layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
+    layout = layout_of(run, ctx)
     options = MergeOptions(
         output=Path(output).expanduser().absolute() if output is not None else None,
         allow_partial=allow_partial,
@@ -64,7 +65,7 @@ def merge_run(
 
     def refuse_incomplete(snapshot: RunSnapshot) -> None:
         if not allow_partial and any(shard.missing for shard in snapshot.shards):
-            scheduler = SlurmScheduler(runner if runner is not None else SubprocessRunner(env=environ), clock=clock)
+            scheduler = ctx.scheduler()
             raise _not_succeeded(layout, snapshot, scheduler, clock, rules)
 
     if as_job:

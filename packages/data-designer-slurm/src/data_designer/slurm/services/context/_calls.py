@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 
-from data_designer.slurm.runtime import CommandResult, CommandRunner, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import CommandResult, CommandRunner, SubprocessRunner
 
 
 class CountingRunner:

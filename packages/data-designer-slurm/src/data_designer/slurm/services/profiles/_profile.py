@@ -22,17 +22,10 @@ from data_designer.slurm.contracts import (
     ProfileValidation,
 )
 from data_designer.slurm.planner import ProfileTemplate, load_profile, parse_document, render_profile, validate_document
-from data_designer.slurm.runtime import (
-    DEFAULT_PROBE_TIMEOUT_S,
-    CommandRunner,
-    SlurmScheduler,
-    SubprocessRunner,
-    probe_cluster,
-    read_text,
-    write_text_atomic,
-)
 from data_designer.slurm.runtime.facts import read_facts, save_facts
-from data_designer.slurm.runtime.store import modes_for
+from data_designer.slurm.runtime.probe import DEFAULT_PROBE_TIMEOUT_S, probe_cluster
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.store import modes_for, read_text, write_text_atomic
 
 _INIT_OPTIONS = {
     "workspace_root": "--workspace-root",

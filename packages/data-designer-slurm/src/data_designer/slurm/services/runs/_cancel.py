@@ -11,7 +11,6 @@ those shards ``cancelled`` with reason ``cancelled_by_user``.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -22,19 +21,19 @@ from data_designer.slurm.contracts import (
     SlurmExtensionError,
     UnavailableError,
 )
-from data_designer.slurm.contracts.records import CANCELLATION_SCHEMA, CancellationRecord
-from data_designer.slurm.runtime import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.contracts.records import CancellationRecord
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
     RunSnapshot,
-    append_record,
     read_run,
+    record_cancellation,
     requester_from_environment,
     system_clock,
 )
-from data_designer.slurm.services._calls import CountingRunner
-from data_designer.slurm.services._runs import locate_run, named_shards
+from data_designer.slurm.services.context import CountingRunner, ServiceContext
+from data_designer.slurm.services.runs._locate import layout_of, named_shards
 
 _OPERATION = "cancel"
 DEFAULT_CONFIRM_TIMEOUT_S = 60.0
@@ -59,8 +58,9 @@ def cancel_run(
     (nothing is recorded then). A cancellation Slurm accepted but did not confirm within ``confirm_timeout_s`` is
     recorded with ``confirmed: false`` and returned (the CLI exits 5).
     """
-    layout = locate_run(run, profile=profile, cluster=cluster, environ=environ)
-    counting = CountingRunner(runner if runner is not None else SubprocessRunner(env=environ))
+    ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock)
+    layout = layout_of(run, ctx)
+    counting = CountingRunner(ctx.runner)
     scheduler = SlurmScheduler(counting, clock=clock, sleep=sleep, concurrent=counting.concurrent)
     snapshot = read_run(layout, clock=clock)
     selected = _selection(snapshot, shards)
@@ -94,14 +94,14 @@ def cancel_run(
         confirmed = False
     generations = tuple(sorted({tasks[key][1] for key in live}))
     record = CancellationRecord(
-        requested_by=requester_from_environment(os.environ if environ is None else environ, clock=clock),
+        requested_by=requester_from_environment(ctx.submitting_environment, clock=clock),
         whole_run=whole,
         shards=tuple(selected),
         targets=targets,
         generations=generations,
         confirmed=confirmed,
     )
-    appended = append_record(layout.cancellations_dir, CANCELLATION_SCHEMA, record, clock=clock, operation=_OPERATION)
+    appended = record_cancellation(layout, record, clock=clock, operation=_OPERATION)
     return _result(
         layout.run_dir,
         snapshot,

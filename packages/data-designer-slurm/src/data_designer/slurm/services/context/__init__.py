@@ -1,0 +1,24 @@
+"""What every service call stands on: its resolved context, counted scheduler calls, cluster facts, claim liveness."""
+
+from data_designer.slurm.services.context._calls import CountingRunner
+from data_designer.slurm.services.context._context import (
+    JOB_NAME_PREFIX,
+    SelectedCluster,
+    ServiceContext,
+    collector_paused,
+)
+from data_designer.slurm.services.context._facts import DEFAULT_MAX_ARRAY_SIZE, cluster_facts, refuse_misfit
+from data_designer.slurm.services.context._liveness import Alive, default_alive
+
+__all__ = [
+    "DEFAULT_MAX_ARRAY_SIZE",
+    "JOB_NAME_PREFIX",
+    "Alive",
+    "CountingRunner",
+    "SelectedCluster",
+    "ServiceContext",
+    "cluster_facts",
+    "collector_paused",
+    "default_alive",
+    "refuse_misfit",
+]

@@ -1,0 +1,102 @@
+"""The resolved context of one service call, built once: profile, cluster, environment, runner, clock, rules.
+
+Every service that needs a cluster takes the same keyword arguments (``profile``, ``cluster``, ``environ``,
+``runner``, ``clock``, ``rules``); :meth:`ServiceContext.resolve` turns them into one frozen value, and its
+:meth:`~ServiceContext.scheduler` is the one way a service builds the scheduler adapter over the injected runner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import NamedTuple
+
+from data_designer.slurm.contracts import ClusterProfile
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.status import Rules
+from data_designer.slurm.runtime.store import Clock, system_clock
+from data_designer.slurm.services.profiles import load_profile_file, select_cluster
+
+JOB_NAME_PREFIX = "dd-"
+"""Job names are ``dd-<run id>-c<chunk>``: unique per run, so Slurm is asked for them by name on resubmission."""
+
+
+class SelectedCluster(NamedTuple):
+    """A profile file read and one of its clusters selected."""
+
+    profile_path: Path
+    name: str
+    profile: ClusterProfile
+
+
+@dataclass(frozen=True)
+class ServiceContext:
+    """One call's inputs and seams, defaulted once. The profile is read on first use (:attr:`selected`), never for
+    a call that needs none (a run named by its directory)."""
+
+    profile: str | Path | None
+    cluster: str | None
+    environ: Mapping[str, str] | None
+    """As passed: ``None`` means this process's environment (read when a command runs)."""
+    runner: CommandRunner
+    clock: Clock
+    rules: Rules
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        profile: str | Path | None = None,
+        cluster: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        runner: CommandRunner | None = None,
+        clock: Clock = system_clock,
+        rules: Rules | None = None,
+    ) -> ServiceContext:
+        """The context of a call that passed these keyword arguments (every service takes the same ones)."""
+        return cls(
+            profile=profile,
+            cluster=cluster,
+            environ=environ,
+            runner=runner if runner is not None else SubprocessRunner(env=environ),
+            clock=clock,
+            rules=rules or Rules(),
+        )
+
+    @cached_property
+    def selected(self) -> SelectedCluster:
+        """The profile file, loaded once (exit 2/3 as ``load_profile_file``), and its selected cluster."""
+        path, loaded = load_profile_file(self.profile, environ=self.environ)
+        name, cluster_profile = select_cluster(loaded, self.cluster, file=str(path))
+        return SelectedCluster(path, name, cluster_profile)
+
+    @property
+    def submitting_environment(self) -> Mapping[str, str]:
+        """The environment of the submitting process (``environ``, else this process's)."""
+        return os.environ if self.environ is None else self.environ
+
+    def scheduler(
+        self, *, sleep: Callable[[float], None] = time.sleep, concurrent: bool | None = None
+    ) -> SlurmScheduler:
+        """The scheduler adapter over this call's runner and clock."""
+        return SlurmScheduler(self.runner, clock=self.clock, sleep=sleep, concurrent=concurrent)
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a status is computed: reading, observing and classifying allocate a few
+    objects per record and free nothing, and at 10,000 shards the collector's repeated full passes over that
+    growing, acyclic heap cost more than the reading itself (measured in ``benchmarks/bench_status.py``)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
