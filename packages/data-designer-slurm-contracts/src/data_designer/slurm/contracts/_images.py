@@ -13,7 +13,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt
 
 from data_designer.slurm.contracts._types import FROZEN
-from data_designer.slurm.contracts.records._image import ImageEntry, ImageFormat, ImageRole, ImageSourceKind
+from data_designer.slurm.contracts.records import ImageEntry, ImageFormat, ImageRole, ImageSourceKind
 
 ImageAddOutcome = Literal["registered", "replaced", "import_submitted"]
 

@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt
 
 from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts._types import FROZEN
-from data_designer.slurm.contracts.records._submission import SubmittedJob
+from data_designer.slurm.contracts.records import SubmittedJob
 
 
 class RetryShardResult(BaseModel):

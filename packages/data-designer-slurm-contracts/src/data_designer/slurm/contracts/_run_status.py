@@ -15,8 +15,7 @@ from pydantic import BaseModel, Field, NonNegativeFloat, NonNegativeInt, Positiv
 from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts._scheduler import SourceReport
 from data_designer.slurm.contracts._types import FROZEN
-from data_designer.slurm.contracts.records._heartbeat import Phase
-from data_designer.slurm.contracts.records._status import FinalStatus
+from data_designer.slurm.contracts.records import FinalStatus, Phase
 
 ShardState = Literal[
     "pending",

@@ -13,9 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from data_designer.slurm.contracts import NodeShape, PartitionFacts, SchedulerFacts, parse_time_limit
-from data_designer.slurm.runtime.probe._checks import gpus_in_gres
-from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler
-from data_designer.slurm.runtime.scheduler._slurm_parse import PartitionRow, SlurmOutputError
+from data_designer.slurm.runtime.probe import gpus_in_gres
+from data_designer.slurm.runtime.scheduler import PartitionRow, SlurmOutputError, SlurmScheduler
 
 _INFINITE = frozenset({"infinite", "UNLIMITED", "n/a", "N/A"})
 

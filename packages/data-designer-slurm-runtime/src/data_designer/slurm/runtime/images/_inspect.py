@@ -29,7 +29,7 @@ from data_designer.slurm.runtime.images._squashfs import (
     ExtractedFile,
     SquashfsReader,
 )
-from data_designer.slurm.runtime.scheduler._command import CommandRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner
 
 
 def inspect_image(

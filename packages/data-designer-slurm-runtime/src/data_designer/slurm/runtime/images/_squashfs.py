@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from data_designer.slurm.contracts import InvalidInputError, UnavailableError
-from data_designer.slurm.runtime.scheduler._command import CommandResult, CommandRunner
+from data_designer.slurm.runtime.scheduler import CommandResult, CommandRunner
 
 UNSQUASHFS = "unsquashfs"
 IMAGE_TOOLS: frozenset[str] = frozenset({UNSQUASHFS})

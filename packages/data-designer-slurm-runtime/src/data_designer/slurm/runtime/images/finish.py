@@ -16,7 +16,7 @@ from data_designer.slurm.contracts import SlurmExtensionError
 from data_designer.slurm.runtime.images._import import finish_import
 from data_designer.slurm.runtime.images._registry import ImageRegistry
 from data_designer.slurm.runtime.images._squashfs import IMAGE_TOOLS
-from data_designer.slurm.runtime.scheduler._command import SubprocessRunner
+from data_designer.slurm.runtime.scheduler import SubprocessRunner
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,8 +27,8 @@ from data_designer.slurm.contracts import (
     __version__,
 )
 from data_designer.slurm.runtime.jobs import CpuJob, submit_cpu_job
-from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler
-from data_designer.slurm.runtime.scheduler._command import CommandRunner
+from data_designer.slurm.runtime.polling import poll
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 
 PROBE_JOB_TIME_MINUTES = 2
 """The probe job's ``--time``: it runs for seconds; a short limit lets the scheduler backfill it."""
@@ -183,16 +183,20 @@ def run_probe_job(state: ProbeState) -> TaskEvidence | None:
 
 def _wait(state: ProbeState, job_id: str, started: datetime) -> TaskEvidence | None:
     """Poll with backoff until the job ends; cancel it when the probe times out."""
-    delay = FIRST_POLL_S
     last: TaskEvidence | None = None
     trouble: str | None = None
-    while last is None or last.state not in TERMINAL_TASK_STATES:
-        remaining = state.timeout_s - (state.clock() - started).total_seconds()
-        if remaining <= 0:
-            _give_up(state, job_id, last, trouble)
-            return None
-        state.sleep(min(delay, remaining))
-        delay = min(delay * 2, MAX_POLL_S)
+    polls = poll(
+        state.timeout_s,
+        FIRST_POLL_S,
+        clock=state.clock,
+        sleep=state.sleep,
+        since=started,
+        backoff=2.0,
+        max_interval_s=MAX_POLL_S,
+    )
+    for check in polls:
+        if check == 1:  # the job was just submitted: the first look is after the first interval
+            continue
         try:
             observation = state.scheduler.observe([job_id])
         except SlurmExtensionError as exc:  # a passing outage: keep polling until the deadline
@@ -200,6 +204,11 @@ def _wait(state: ProbeState, job_id: str, started: datetime) -> TaskEvidence | N
             continue
         trouble = None
         last = next((t for t in observation.tasks if t.job_id == job_id), last)
+        if last is not None and last.state in TERMINAL_TASK_STATES:
+            break
+    if last is None or last.state not in TERMINAL_TASK_STATES:
+        _give_up(state, job_id, last, trouble)
+        return None
     took = (state.clock() - started).total_seconds()
     where = f" on {last.nodes}" if last.nodes else ""
     if last.state == "completed":
@@ -309,10 +318,8 @@ def _check_runtime(state: ProbeState, probe_dir: Path) -> None:
 
 
 def _read_eventually(state: ProbeState, path: Path) -> str | None:
-    waited = 0.0
-    while True:
+    for _ in poll(TOKEN_GRACE_S, 1.0, clock=None, sleep=state.sleep):  # the seconds slept count, not the clock
         text = _read(path)
-        if text is not None or waited >= TOKEN_GRACE_S:
-            return text
-        state.sleep(1.0)
-        waited += 1.0
+        if text is not None:
+            break
+    return text
