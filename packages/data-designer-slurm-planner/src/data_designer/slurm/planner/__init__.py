@@ -1,4 +1,9 @@
-"""Pure, deterministic planning for data-designer-slurm: strict loaders, profiles, plans (no I/O)."""
+"""Pure, deterministic planning for data-designer-slurm: strict loaders, profiles, plans (no I/O).
+
+The one exception is the shell's file I/O, shared with the runtime's store: the bounded reader
+(``read_bounded``, ``read_text``), the durable writer (``write_text_atomic`` and its parts) and the modes they
+write with (``FileModes``).
+"""
 
 from data_designer.slurm.contracts import looks_like_token
 from data_designer.slurm.planner._argv import (
@@ -37,7 +42,7 @@ from data_designer.slurm.planner._digest import (
 from data_designer.slurm.planner._document import Document, KeyPath, detect_format, format_key_path, parse_document
 from data_designer.slurm.planner._dry_run import (
     BENCHMARK_PLAN_FILE,
-    CHILDREN_DIR,
+    DRY_RUN_CHILDREN_DIR,
     SCRIPT_FILE,
     SUBMISSION_FILE,
     DryRunFile,
@@ -50,6 +55,20 @@ from data_designer.slurm.planner._expand import (
     child_id,
     expand,
     is_run_key,
+)
+from data_designer.slurm.planner._files import (
+    GROUP_MODES,
+    PRIVATE_MODES,
+    FileModes,
+    fsync_directory,
+    make_directories,
+    modes_for,
+    modes_of_directory,
+    read_bounded,
+    read_text,
+    write_all,
+    write_new_file,
+    write_text_atomic,
 )
 from data_designer.slurm.planner._fit import check_fit
 from data_designer.slurm.planner._image_import import (
@@ -128,13 +147,14 @@ __all__ = [
     "BENCHMARK_PLAN_FILE",
     "BUILTIN_COLUMN_TYPES",
     "BUILTIN_PROCESSOR_TYPES",
-    "CHILDREN_DIR",
     "CHILD_ID_LENGTH",
     "CLIENT_BOUND_NAMES",
     "CONTROLLED_FLAGS",
     "DIGEST_ALGORITHM",
+    "DRY_RUN_CHILDREN_DIR",
     "ENROOT_MISSING_EXIT_CODE",
     "ENVIRONMENT_MISMATCH_EXIT_CODE",
+    "GROUP_MODES",
     "IMPORT_FINISH_MODULE",
     "INLINE_CONFIG_FILE",
     "LAUNCHER_PYTHON",
@@ -143,6 +163,7 @@ __all__ = [
     "MULTI_NODE_FLAGS",
     "PARTIAL_SUFFIX",
     "PLAN_FILE",
+    "PRIVATE_MODES",
     "RENDERED_FLAGS",
     "RESERVED_SBATCH_OPTIONS",
     "RETRY_ATTEMPT_ENV",
@@ -158,6 +179,7 @@ __all__ = [
     "WORKER_MODULE",
     "Document",
     "DryRunFile",
+    "FileModes",
     "ImportScriptRequest",
     "Installation",
     "KeyPath",
@@ -199,6 +221,7 @@ __all__ = [
     "first_claims",
     "format_indices",
     "format_key_path",
+    "fsync_directory",
     "is_registry_reference",
     "is_run_key",
     "is_secret_like_key",
@@ -209,14 +232,19 @@ __all__ = [
     "load_profile",
     "load_run",
     "looks_like_token",
+    "make_directories",
     "missing_ranges",
+    "modes_for",
+    "modes_of_directory",
     "named_images",
     "normalise_ranges",
     "parse_document",
     "parse_registry_reference",
     "plan_digest",
     "plan_files",
+    "read_bounded",
     "read_dd_config",
+    "read_text",
     "render_engine_args",
     "render_import_script",
     "render_profile",
@@ -230,4 +258,7 @@ __all__ = [
     "sha256_digest",
     "slurm_path_problems",
     "validate_document",
+    "write_all",
+    "write_new_file",
+    "write_text_atomic",
 ]

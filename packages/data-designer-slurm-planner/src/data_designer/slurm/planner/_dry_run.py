@@ -14,7 +14,7 @@ from data_designer.slurm.planner._sbatch import PLAN_FILE, bind_submission
 SCRIPT_FILE = "allocation.sbatch"
 SUBMISSION_FILE = "submission.json"
 BENCHMARK_PLAN_FILE = "benchmark.json"
-CHILDREN_DIR = "children"
+DRY_RUN_CHILDREN_DIR = "children"
 
 DryRunFile = tuple[str, bytes]
 """A path relative to the output directory, and the file's bytes."""
@@ -50,7 +50,7 @@ def benchmark_files(bench: BenchmarkPlan, out_dir: str) -> list[DryRunFile]:
     files: list[DryRunFile] = [(BENCHMARK_PLAN_FILE, canonical_json(bench))]
     width = len(str(len(bench.children) - 1))
     for child in bench.children:
-        prefix = f"{CHILDREN_DIR}/{child.index:0{width}d}-{child.child_id}/"
+        prefix = f"{DRY_RUN_CHILDREN_DIR}/{child.index:0{width}d}-{child.child_id}/"
         files += plan_files(
             child.plan,
             f"{out_dir.rstrip('/')}/{prefix}",
