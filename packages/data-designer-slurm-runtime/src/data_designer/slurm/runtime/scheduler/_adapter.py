@@ -16,7 +16,6 @@ rows are never read as a state: they set :attr:`Observation.accounting_lag`.
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,6 +35,7 @@ from data_designer.slurm.contracts import (
     TaskEvidence,
     UnavailableError,
 )
+from data_designer.slurm.runtime.polling import poll
 from data_designer.slurm.runtime.scheduler._command import (
     DEFAULT_TIMEOUT_S,
     CommandResult,
@@ -416,8 +416,8 @@ class SlurmScheduler:
                 operation="cancel",
                 hint="retry; cancelling is idempotent",
             )
-        polls = max(1, math.ceil(confirm_timeout_s / poll_s))
-        for attempt in range(polls + 1):
+        # the seconds slept count (the sleep is the only seam), at least one poll_s: a second look, however short
+        for _ in poll(max(confirm_timeout_s, poll_s), poll_s, clock=None, sleep=self._sleep):
             observation = self.observe(ids)
             live = [
                 t
@@ -427,8 +427,6 @@ class SlurmScheduler:
             ]
             if not live:
                 return observation
-            if attempt < polls:
-                self._sleep(poll_s)
         shown = ", ".join(f"{t.job_id}_{t.array_index}:{t.state}" for t in live[:5])
         raise UnavailableError(
             f"cancellation not confirmed after {confirm_timeout_s:g}s; still live: {shown}",

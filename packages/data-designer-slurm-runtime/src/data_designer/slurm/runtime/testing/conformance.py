@@ -23,6 +23,7 @@ from data_designer.slurm.contracts import (
     UnavailableError,
 )
 from data_designer.slurm.runtime.facts import read_facts
+from data_designer.slurm.runtime.polling import poll
 from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler
 from data_designer.slurm.runtime.scheduler._squeue_parse import SQUEUE_FORMAT, parse_squeue
 from data_designer.slurm.runtime.testing._harness import ClusterHarness
@@ -62,18 +63,14 @@ def wait_for(
     seen: list[Observation] | None = None,
 ) -> Observation:
     """Observe every ``poll_s`` until ``condition`` holds; fail the test with the last evidence otherwise."""
-    waited = 0.0
-    while True:
+    for _ in poll(timeout_s, poll_s, clock=None, sleep=harness.wait):  # the seconds waited count
         observation = scheduler.observe(job_ids)
         if seen is not None:
             seen.append(observation)
         if condition(observation):
             return observation
-        if waited >= timeout_s:
-            states = [(t.job_id, t.array_index, t.raw_state, t.source) for t in observation.tasks]
-            pytest.fail(f"condition not met after {timeout_s}s; last evidence: {states}")
-        harness.wait(poll_s)
-        waited += poll_s
+    states = [(t.job_id, t.array_index, t.raw_state, t.source) for t in observation.tasks]
+    pytest.fail(f"condition not met after {timeout_s}s; last evidence: {states}")
 
 
 def states(observation: Observation) -> dict[int | None, str]:
