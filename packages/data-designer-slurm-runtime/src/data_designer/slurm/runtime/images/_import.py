@@ -24,7 +24,8 @@ from data_designer.slurm.contracts.records import ImageEntry
 from data_designer.slurm.planner import PARTIAL_SUFFIX
 from data_designer.slurm.runtime.images._digest import cached_digest
 from data_designer.slurm.runtime.images._registry import ImageRegistry
-from data_designer.slurm.runtime.scheduler._command import CommandRunner
+from data_designer.slurm.runtime.polling import poll
+from data_designer.slurm.runtime.scheduler import CommandRunner
 from data_designer.slurm.runtime.store import Clock, check_component, modes_of_directory, system_clock
 
 IMPORTS_DIR = "imports"
@@ -144,12 +145,10 @@ def _import_entry(
     sleep: Callable[[float], None],
     wait_s: float,
 ) -> ImageEntry:
-    started = clock()
-    while True:
+    for _ in poll(wait_s, 1.0, clock=clock, sleep=sleep):
         entry = next((e for e in registry.history(name).entries if e.generation == generation), None)
-        if entry is not None or (clock() - started).total_seconds() >= wait_s:
+        if entry is not None:
             break
-        sleep(1.0)
     job_id = environ.get("SLURM_ARRAY_JOB_ID") or environ.get("SLURM_JOB_ID")
     if entry is None or entry.import_job is None or (job_id is not None and entry.import_job.job_id != job_id):
         what = "does not exist" if entry is None else f"is not the import of job {job_id or '-'}"
