@@ -125,6 +125,25 @@ def test_compile_out_writes_the_canonical_plan_script_and_bound_submission(tmp_p
     assert unit.chunks[0].array_spec == "0-2"
 
 
+def test_out_files_are_written_by_the_stores_writer(tmp_path: Path) -> None:
+    """Private modes whatever the umask, and a symbolic link planted at the final name is replaced, not followed."""
+    run = write_run(tmp_path)
+    out_dir = tmp_path / "out"
+    code, _, _ = cli("compile", run, "--profile", GOLDEN_PROFILE, "--out", out_dir)
+    assert code == 0
+    assert {p.name: p.stat().st_mode & 0o777 for p in out_dir.iterdir()} == dict.fromkeys(
+        ("allocation.sbatch", "plan.json", "submission.json"), 0o600
+    )
+    victim = tmp_path / "victim"
+    victim.write_text("mine", encoding="utf-8")
+    (out_dir / "plan.json").unlink()
+    (out_dir / "plan.json").symlink_to(victim)
+    code, _, _ = cli("compile", run, "--profile", GOLDEN_PROFILE, "--out", out_dir, "--force")
+    assert code == 0
+    assert victim.read_text(encoding="utf-8") == "mine"
+    assert not (out_dir / "plan.json").is_symlink()
+
+
 def test_out_refuses_a_non_empty_directory_unless_forced(tmp_path: Path) -> None:
     run = write_run(tmp_path)
     out_dir = tmp_path / "out"

@@ -1,4 +1,4 @@
-"""``python -m data_designer.slurm.planner``: named files are read bounded, like the runtime's reader.
+"""``python -m data_designer.slurm.planner``: named files are read bounded, by the reader the runtime's store uses.
 
 ``/dev/zero`` behind a symbolic link, a FIFO, a directory and a file over ``MAX_INPUT_FILE_BYTES`` exit 2
 naming the file, in a thread joined with a timeout (a plain read would block or never end); a symbolic link
@@ -66,8 +66,8 @@ def _over_the_cap(path: Path) -> None:
 
 
 HOSTILE: dict[str, tuple[Callable[[Path], None], str]] = {
-    "dev_zero": (_dev_zero, "is a FIFO or device, not a regular file"),
-    "fifo": (_fifo, "is a FIFO or device, not a regular file"),
+    "dev_zero": (_dev_zero, "is a character device, not a regular file"),
+    "fifo": (_fifo, "is a FIFO (named pipe), not a regular file"),
     "directory": (_directory, "is a directory, not a regular file"),
     "over_the_cap": (_over_the_cap, f"is 4 MiB ({MAX_INPUT_FILE_BYTES + 1:,} bytes), above the limit of 4 MiB"),
 }

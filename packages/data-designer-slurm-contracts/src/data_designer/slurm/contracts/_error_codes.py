@@ -201,7 +201,6 @@ _BY_CATEGORY: Final[dict[ErrorCategory, tuple[str, ...]]] = {
     ErrorCategory.UNAVAILABLE: (
         "cancel_failed",
         "cancel_unconfirmed",
-        "file_unreadable",
         "filesystem_unavailable",
         "image_changed",
         "image_contended",

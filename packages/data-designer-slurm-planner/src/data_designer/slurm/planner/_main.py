@@ -24,9 +24,7 @@ found, 4 conflict, 1 internal).
 from __future__ import annotations
 
 import argparse
-import errno
 import os
-import stat
 import sys
 import traceback
 from collections.abc import Sequence
@@ -35,7 +33,6 @@ from pathlib import Path
 from typing import TextIO
 
 from data_designer.slurm.contracts import (
-    MAX_INPUT_FILE_BYTES,
     PROFILE_ENV_VAR,
     BenchmarkPlan,
     BenchmarkSpec,
@@ -49,14 +46,13 @@ from data_designer.slurm.contracts import (
     Problem,
     RunSpec,
     SlurmExtensionError,
-    UnavailableError,
     Unresolved,
-    describe_bytes,
 )
 from data_designer.slurm.planner._compile import compile
 from data_designer.slurm.planner._document import Document, format_key_path, parse_document
 from data_designer.slurm.planner._dry_run import DryRunFile, benchmark_files, plan_files
 from data_designer.slurm.planner._expand import expand, is_run_key
+from data_designer.slurm.planner._files import read_text, write_text_atomic
 from data_designer.slurm.planner._inputs import load_base_run, resolve_config
 from data_designer.slurm.planner._profile import load_profile
 from data_designer.slurm.planner._validation import validate_document
@@ -154,64 +150,8 @@ class _Target:
 
 
 def _read(path: str, *, what: str) -> str:
-    """The text of a regular file of at most ``MAX_INPUT_FILE_BYTES`` (the runtime's reader, kept small here:
-    opened without blocking, checked with fstat before reading, read to the cap plus one byte)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError as exc:
-        raise NotFoundError(
-            f"{what} {path!r} does not exist", code="file_not_found", file=path, hint="check the path"
-        ) from exc
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:  # a socket
-            raise _not_a_file(what, path, "a socket") from exc
-        raise UnavailableError(
-            f"cannot read {what} {path!r}: {exc.strerror}",
-            code="file_unreadable",
-            file=path,
-            hint="check its permissions",
-        ) from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise _not_a_file(what, path, "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO or device")
-        data = b""
-        while info.st_size <= MAX_INPUT_FILE_BYTES and len(data) <= MAX_INPUT_FILE_BYTES:
-            chunk = os.read(fd, MAX_INPUT_FILE_BYTES + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-        if info.st_size > MAX_INPUT_FILE_BYTES or len(data) > MAX_INPUT_FILE_BYTES:
-            raise InvalidInputError(
-                f"{what} {path!r} is {describe_bytes(max(info.st_size, len(data)))}, above the limit of "
-                f"{describe_bytes(MAX_INPUT_FILE_BYTES)}",
-                code="file_too_large",
-                file=path,
-                hint="profiles, run, benchmark and Data Designer config files are small YAML or JSON",
-            )
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(
-            f"{what} {path!r} is not UTF-8 text", code="not_utf8", file=path, hint="save it as UTF-8"
-        ) from exc
-    except OSError as exc:
-        raise UnavailableError(
-            f"cannot read {what} {path!r}: {exc.strerror}",
-            code="file_unreadable",
-            file=path,
-            hint="check its permissions",
-        ) from exc
-    finally:
-        os.close(fd)
-
-
-def _not_a_file(what: str, path: str, kind: str) -> InvalidInputError:
-    return InvalidInputError(
-        f"{what} {path!r} is {kind}, not a regular file",
-        code="not_a_file",
-        file=path,
-        hint="name a regular file (a symbolic link to one is fine)",
-    )
+    """The text of a regular file of at most ``MAX_INPUT_FILE_BYTES`` (the store's reader: :func:`read_text`)."""
+    return read_text(path, operation="", what=what)  # main() stamps planner.<command> on whatever escapes
 
 
 def _target(args: argparse.Namespace) -> _Target:
@@ -319,34 +259,24 @@ def _prepare_out(directory: str, *, force: bool) -> Path:
             code="out_not_empty",
             hint="name an empty or new directory, or pass --force to replace the files written there",
         )
-    out.mkdir(parents=True, exist_ok=True)
     return out
 
 
-def _write(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
-
-
-def _write_files(out: Path, files: Sequence[DryRunFile]) -> list[Path]:
-    written = []
+def _write_files(out: Path, files: Sequence[DryRunFile], *, force: bool) -> list[Path]:
+    # The store's writer: temporary file, fsync, link or rename; modes of the directory (private unless setgid).
     for name, data in files:
-        path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write(path, data)
-        written.append(path)
-    return written
+        write_text_atomic(out / name, data.decode("utf-8"), overwrite=force, operation="")
+    return [out / name for name, _ in files]
 
 
 def _write_compiled(plan: ExecutionPlan, args: argparse.Namespace) -> list[Path]:
     out = _prepare_out(args.out, force=args.force)
-    return _write_files(out, plan_files(plan, str(out)))
+    return _write_files(out, plan_files(plan, str(out)), force=args.force)
 
 
 def _write_expanded(bench: BenchmarkPlan, args: argparse.Namespace) -> list[Path]:
     out = _prepare_out(args.out, force=args.force)
-    return _write_files(out, benchmark_files(bench, str(out)))
+    return _write_files(out, benchmark_files(bench, str(out)), force=args.force)
 
 
 # --- summaries --------------------------------------------------------------------------------------------------------

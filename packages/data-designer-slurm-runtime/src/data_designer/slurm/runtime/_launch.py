@@ -117,7 +117,7 @@ def publish_once(path: str, data: bytes) -> bool:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            # the store's rule (store/_permissions.py): a setgid directory is a group-shared workspace
+            # the store's rule (modes_of_directory, planner/_files.py): a setgid directory is a group-shared workspace
             os.fchmod(fd, 0o660 if os.stat(directory).st_mode & stat.S_ISGID else 0o600)
             os.fsync(fd)
         finally:

@@ -42,9 +42,14 @@ from pydantic import BaseModel, ValidationError
 
 from data_designer.slurm.contracts import InternalError, InvalidInputError, UnavailableError
 from data_designer.slurm.contracts.records import RecordEnvelope, RecordSchema
-from data_designer.slurm.planner import canonical_json, canonical_json_data
-from data_designer.slurm.runtime.store._files import _fsync_directory, make_directories, write_new_file
-from data_designer.slurm.runtime.store._permissions import modes_of_directory
+from data_designer.slurm.planner import (
+    canonical_json,
+    canonical_json_data,
+    fsync_directory,
+    make_directories,
+    modes_of_directory,
+    write_new_file,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -309,7 +314,7 @@ def publish_bytes_once(path: Path, data: bytes, *, operation: str = "record.writ
             # A lost NFS reply can turn our own successful link into EEXIST: the link count tells.
             if os.stat(temp).st_nlink < 2:
                 return False
-        _fsync_directory(path.parent)
+        fsync_directory(path.parent)
         return True
     except OSError as exc:
         raise _write_error(path, exc, operation) from exc
@@ -322,7 +327,7 @@ def publish_bytes_replace(path: Path, data: bytes, *, operation: str = "record.w
     temp = _write_temp(path, data, operation, mode)
     try:
         os.replace(temp, path)
-        _fsync_directory(path.parent)
+        fsync_directory(path.parent)
     except OSError as exc:
         _unlink_quietly(temp)
         raise _write_error(path, exc, operation) from exc
