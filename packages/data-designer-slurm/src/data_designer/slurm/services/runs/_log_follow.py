@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from data_designer.slurm.contracts import TERMINAL_TASK_STATES, LogFile, LogFollow, LogStep, UnavailableError
+from data_designer.slurm.runtime.polling import poll
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import OBSERVE_TIMEOUT_S, SINCE_SLACK
 from data_designer.slurm.runtime.store import (
@@ -113,9 +114,9 @@ def follow_logs(
         by_shard[log.shard].offsets[Path(log.path)] = log.size
     scheduler = ctx.scheduler()
     since = snapshot.run.created_at - SINCE_SLACK
-    polls = calls = printed = 0
+    calls = printed = 0
     asked_at = -math.inf
-    while True:
+    for polls in poll(None, interval_s, clock=None, sleep=sleep):  # noqa: B007 (the count is read after the loop)
         now = monotonic()
         for follower in followers:
             printed += _poll(layout, follower, step, now, on_logs)
@@ -127,10 +128,8 @@ def follow_logs(
             if not follower.pick.tasks or follower.quiet(now, grace_s):
                 printed += _read_new(layout, follower, step, now, on_logs, final=True)
                 follower.done = True
-        polls += 1
         if all(f.done for f in followers):
             break
-        sleep(interval_s)
     return LogFollow(
         run_id=str(layout.run_id),
         outcome="ended" if followers else "nothing_to_follow",

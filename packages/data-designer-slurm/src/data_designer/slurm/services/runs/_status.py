@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from data_designer.slurm.contracts import ACTIVE_SHARD_STATES, RunStatus, WaitResult
+from data_designer.slurm.runtime.polling import poll
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import Rules, cached_observation, classify, observe_run
 from data_designer.slurm.runtime.store import Clock, RunLayout, read_run, system_clock
@@ -108,10 +109,9 @@ def wait_run(
     layout = layout_of(run, ctx)
     scheduler = ctx.scheduler()
     started = monotonic()
-    polls = 0
-    while True:
+    # clip=False: the last poll is the last a whole interval before the timeout allows
+    for polls in poll(timeout_s, interval_s, clock=monotonic, sleep=sleep, since=started, clip=False):
         status = status_of(layout, scheduler, clock=clock, rules=rules)
-        polls += 1
         if on_poll is not None:
             on_poll(status)
         waited = monotonic() - started
@@ -119,8 +119,6 @@ def wait_run(
             return WaitResult(outcome="succeeded", polls=polls, waited_s=waited, status=status)
         if is_finished(status) and not is_unavailable(status):
             return WaitResult(outcome="ended", polls=polls, waited_s=waited, status=status)
-        if waited + interval_s > timeout_s:
-            if is_unavailable(status):
-                return WaitResult(outcome="unavailable", polls=polls, waited_s=waited, status=status)
-            return WaitResult(outcome="timeout", polls=polls, waited_s=waited, status=status)
-        sleep(interval_s)
+    return WaitResult(
+        outcome="unavailable" if is_unavailable(status) else "timeout", polls=polls, waited_s=waited, status=status
+    )
