@@ -12,6 +12,7 @@ from data_designer.slurm.runtime.merge._job_main import MERGE_MODULE, merge_job_
 from data_designer.slurm.runtime.merge._merge import (
     Merged,
     MergeOptions,
+    RunIncomplete,
     latest_merge,
     merge_run_dir,
     merge_snapshot,
@@ -29,7 +30,6 @@ from data_designer.slurm.runtime.merge._writer import (
     HashingSink,
     MergeWriter,
 )
-from data_designer.slurm.runtime.store import merge_numbers  # pyarrow-free: status reads merges too
 
 __all__ = [
     "COMPRESSION",
@@ -44,6 +44,7 @@ __all__ = [
     "MergeWriter",
     "Merged",
     "PartReader",
+    "RunIncomplete",
     "SourceSlice",
     "SpliceMismatch",
     "SpliceWriter",
@@ -54,7 +55,6 @@ __all__ = [
     "footer_bytes",
     "latest_merge",
     "merge_job_argv",
-    "merge_numbers",
     "merge_run_dir",
     "merge_snapshot",
     "merge_sources",

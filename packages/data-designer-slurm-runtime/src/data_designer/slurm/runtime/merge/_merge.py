@@ -1,7 +1,7 @@
 """One merge of a run snapshot into a directory of Parquet files and a merge manifest, published atomically.
 
-The files and the manifest are written into a hidden temporary directory next to the target; the manifest is
-written last (write-once), then the directory is renamed to its final name: ``<run>/merge/NNNN`` (the next free
+The files and the manifest are written into a hidden directory next to the target (``store.stage_merge``); the
+manifest is written last (write-once), then the directory is renamed to its final name: ``<run>/merge/NNNN`` (the next free
 number) or ``--output``. So a crash, a refused part or a schema drift never leaves anything under a final name,
 and a reader that finds a final merge directory finds it whole. The same evidence (``source_digest``: every
 source part's sha256 and slice, and the options) is merged once: a later merge finds the manifest and reuses it.
@@ -12,9 +12,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
-import secrets
-import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,7 +21,6 @@ import pyarrow as pa
 from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE, CheckFailedError, ConflictError
 from data_designer.slurm.contracts import __version__ as runtime_version
 from data_designer.slurm.contracts.records import (
-    MERGE_MANIFEST_SCHEMA,
     PROVENANCE_COLUMNS,
     MergeFile,
     MergeManifest,
@@ -36,20 +32,16 @@ from data_designer.slurm.runtime.merge._sources import NULL_TYPE, MergeSources, 
 from data_designer.slurm.runtime.merge._splice import SpliceMismatch, SpliceWriter
 from data_designer.slurm.runtime.merge._writer import MergeWriter
 from data_designer.slurm.runtime.store import (
-    MANIFEST,
     Clock,
     FileModes,
-    RecordOk,
     RunLayout,
     RunSnapshot,
     find_latest_merge,
-    make_directories,
-    merge_numbers,
     modes_of_directory,
-    read_record,
+    read_merge,
     read_run,
+    stage_merge,
     system_clock,
-    write_record_once,
 )
 
 pq: Any = importlib.import_module("pyarrow.parquet")
@@ -83,40 +75,42 @@ class _Run:
     plan_digest: str
 
 
-def merge_snapshot(snapshot: RunSnapshot, options: MergeOptions, *, clock: Clock = system_clock) -> Merged:
-    """Merge what the snapshot's valid manifests cover. Refuses (CheckFailedError, exit 6) missing records unless
-    ``allow_partial``, and any part that fails its manifest; the caller says which shards are in which state."""
-    run = _Run(snapshot.layout, snapshot.run.run_id, snapshot.plan.digest)
-    return _merge(run, merge_sources(snapshot), options, clock)
+class RunIncomplete(CheckFailedError):
+    """Records of the run are missing and ``allow_partial`` was not given (exit 6); ``snapshot`` is the run as it
+    was read, so a caller names each shard's state without reading it again."""
 
+    default_code = "run_incomplete"
 
-def merge_run_dir(
-    layout: RunLayout,
-    options: MergeOptions,
-    *,
-    clock: Clock = system_clock,
-    check: Callable[[RunSnapshot], None] | None = None,
-) -> Merged:
-    """Read the run (``store.read_run``), let ``check`` refuse it, and merge it as :func:`merge_snapshot` does,
-    holding only the sources while the files are written: the snapshot's records are released first, so the
-    merge's memory does not grow with what the run's reader keeps of every shard."""
-    snapshot = read_run(layout, clock=clock)
-    if check is not None:
-        check(snapshot)
-    run = _Run(snapshot.layout, snapshot.run.run_id, snapshot.plan.digest)
-    sources = merge_sources(snapshot)
-    del snapshot
-    return _merge(run, sources, options, clock)
-
-
-def _merge(run: _Run, sources: MergeSources, options: MergeOptions, clock: Clock) -> Merged:
-    if sources.missing and not options.allow_partial:
-        raise CheckFailedError(
-            f"run {run.run_id} is missing records of shard(s) {_list(sources.missing_shards)}",
-            code="run_incomplete",
+    def __init__(self, snapshot: RunSnapshot, sources: MergeSources) -> None:
+        super().__init__(
+            f"run {snapshot.run.run_id} is missing records of shard(s) {_list(sources.missing_shards)}",
             operation=_OPERATION,
             hint="retry them ('data-designer slurm retry RUN'), or merge what exists with --allow-partial",
         )
+        self.snapshot = snapshot
+
+
+def merge_snapshot(snapshot: RunSnapshot, options: MergeOptions, *, clock: Clock = system_clock) -> Merged:
+    """Merge what the snapshot's valid manifests cover. Refuses missing records unless ``allow_partial``
+    (:class:`RunIncomplete`) and any part that fails its manifest (CheckFailedError, exit 6)."""
+    return _merge(*_checked(snapshot, options), options, clock)
+
+
+def merge_run_dir(layout: RunLayout, options: MergeOptions, *, clock: Clock = system_clock) -> Merged:
+    """Read the run (``store.read_run``) and merge it as :func:`merge_snapshot` does, holding only the sources while
+    the files are written: the snapshot is let go first, so the merge's memory does not grow with what the run's
+    reader keeps of every shard."""
+    return _merge(*_checked(read_run(layout, clock=clock), options), options, clock)
+
+
+def _checked(snapshot: RunSnapshot, options: MergeOptions) -> tuple[_Run, MergeSources]:
+    sources = merge_sources(snapshot)
+    if sources.missing and not options.allow_partial:
+        raise RunIncomplete(snapshot, sources)
+    return _Run(snapshot.layout, snapshot.run.run_id, snapshot.plan.digest), sources
+
+
+def _merge(run: _Run, sources: MergeSources, options: MergeOptions, clock: Clock) -> Merged:
     if not sources.slices:
         raise CheckFailedError(
             f"run {run.run_id} has no published record to merge",
@@ -129,16 +123,12 @@ def _merge(run: _Run, sources: MergeSources, options: MergeOptions, clock: Clock
     reused = _existing(base, digest, numbered=options.output is None)
     if reused is not None:
         return Merged(reused[1], reused[0], "reused", 0, 0)
-    parent = base if options.output is None else base.parent
-    modes = modes_of_directory(run.layout.run_dir)
-    make_directories(parent, modes)
     if options.output is not None:
         _check_output(options.output)
-    temp = parent / f".merge-{secrets.token_hex(6)}.tmp"
-    make_directories(temp, modes, exclusive=True)
+    modes = modes_of_directory(run.layout.run_dir)
     reader = PartReader(run.layout.run_dir, run_id=run.run_id, plan_digest=run.plan_digest)
-    try:
-        files = _write_files(temp, run.layout, sources, options, reader, modes)
+    with stage_merge(base, numbered=options.output is None, modes=modes) as stage:
+        files = _write_files(stage.directory, run.layout, sources, options, reader, modes)
         manifest = MergeManifest(
             run_id=run.run_id,
             plan_digest=run.plan_digest,
@@ -159,12 +149,7 @@ def _merge(run: _Run, sources: MergeSources, options: MergeOptions, clock: Clock
             ),
             runtime_version=runtime_version,
         )
-        write_record_once(temp / MANIFEST, MERGE_MANIFEST_SCHEMA, manifest, clock=clock, operation=_OPERATION)
-        _fsync(temp)
-        final = _publish(temp, base, numbered=options.output is None)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
+        final = stage.publish(manifest, clock=clock, operation=_OPERATION)
     return Merged(manifest, final, "merged", reader.parts_read, reader.bytes_read)
 
 
@@ -238,13 +223,9 @@ def latest_merge(merge_dir: Path) -> tuple[Path, MergeManifest] | None:
 
 
 def _existing(base: Path, digest: str, *, numbered: bool) -> tuple[Path, MergeManifest] | None:
-    if numbered:
-        found = latest_merge(base)
-    else:
-        read = read_record(base / MANIFEST, MERGE_MANIFEST_SCHEMA)
-        found = (base, read.payload) if isinstance(read, RecordOk) else None
-    if found is not None and found[1].source_digest == digest:
-        return found
+    found = find_latest_merge(base) if numbered else read_merge(base)
+    if found is not None and found.manifest.source_digest == digest:
+        return found.directory, found.manifest
     return None
 
 
@@ -266,28 +247,6 @@ def _check_output(output: Path) -> None:
             file=str(output),
             hint="name a new or empty directory (a merge never writes over other files)",
         )
-
-
-def _publish(temp: Path, base: Path, *, numbered: bool) -> Path:
-    """Rename the finished directory to its final name: the next free ``NNNN`` under ``base``, or ``base``."""
-    if not numbered:
-        if base.exists():
-            base.rmdir()  # empty (checked before): rename(2) would replace it anyway; never a non-empty one
-        os.rename(temp, base)
-        _fsync(base.parent)
-        return base
-    number = max(merge_numbers(base), default=0) + 1
-    for _ in range(1000):
-        final = base / f"{number:04d}"
-        try:
-            os.mkdir(final)  # claims the number (mkdir fails when another merge took it), then is replaced
-        except FileExistsError:
-            number += 1
-            continue
-        os.rename(temp, final)  # onto the empty directory just made: atomic
-        _fsync(base)
-        return final
-    raise ConflictError(f"no free merge number under {str(base)!r}", code="merge_numbers_exhausted", file=str(base))
 
 
 def _arrow_schema(layout: RunLayout, sources: MergeSources) -> pa.Schema:
@@ -324,14 +283,6 @@ def _arrow_schema(layout: RunLayout, sources: MergeSources) -> pa.Schema:
             operation=_OPERATION,
         )
     return pa.schema(fields)
-
-
-def _fsync(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _list(shards: tuple[int, ...]) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from data_designer.slurm.contracts import CheckFailedError, Problem
 from data_designer.slurm.contracts.records import ColumnType, IndexRange, OutputManifest, OutputPart
 from data_designer.slurm.planner import count_indices
-from data_designer.slurm.runtime.store import OUTPUT_DIR, RunSnapshot, format_attempt, format_shard
+from data_designer.slurm.runtime.store import RunSnapshot, relative_output_dir
 
 _OPERATION = "merge"
 NULL_TYPE = "null"
@@ -73,7 +73,7 @@ def merge_sources(snapshot: RunSnapshot) -> MergeSources:
             if not kept or attempt.manifest is None:
                 continue
             manifests.append(attempt.manifest)
-            prefix = f"shards/{format_shard(shard.plan.shard)}/attempts/{format_attempt(attempt.number)}/{OUTPUT_DIR}"
+            prefix = relative_output_dir(shard.plan.shard, attempt.number)
             for part in attempt.manifest.parts:
                 for item in kept:
                     start = max(item.start, part.first_index)

@@ -24,9 +24,9 @@ from data_designer.slurm.contracts import (
     TaskEvidence,
     UnavailableError,
 )
-from data_designer.slurm.contracts.records import OBSERVATION_SCHEMA, ObservationRecord
+from data_designer.slurm.contracts.records import ObservationRecord
 from data_designer.slurm.runtime.scheduler import SlurmScheduler
-from data_designer.slurm.runtime.store import Clock, RunSnapshot, append_record, parse_timestamp, system_clock
+from data_designer.slurm.runtime.store import Clock, RunSnapshot, parse_timestamp, record_observation, system_clock
 
 OBSERVE_TIMEOUT_S = 15.0
 """Each of squeue and sacct gets this long: a hung slurmdbd must not hang ``status``."""
@@ -146,13 +146,8 @@ def _record(snapshot: RunSnapshot, observation: Observation, clock: Clock) -> No
         return
     # a workspace we may read but not write: the status is still right, only not remembered
     with contextlib.suppress(SlurmExtensionError):
-        append_record(
-            snapshot.layout.observations_dir,
-            OBSERVATION_SCHEMA,
-            ObservationRecord(job_ids=snapshot.observed_job_ids, observation=observation),
-            clock=clock,
-            operation="status.observe",
-        )
+        record = ObservationRecord(job_ids=snapshot.observed_job_ids, observation=observation)
+        record_observation(snapshot.layout, record, clock=clock, operation="status.observe")
 
 
 def _worth_recording(snapshot: RunSnapshot, observation: Observation) -> bool:

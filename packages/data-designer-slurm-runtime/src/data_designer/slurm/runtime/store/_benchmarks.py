@@ -3,7 +3,8 @@
 A benchmark id is ``<name>-<first 12 hex of the benchmark digest>``; under its directory ``benchmark.json``
 (``BenchmarkRecord``, write-once), ``inputs/`` (the benchmark file, its base run and config, copied once) and
 ``children/`` (``<child id>.json``: the binding of a child to its run id, write-once; ``<child id>.resume-<k>``:
-takeovers of a binding whose run was never submitted). Path arithmetic here, reading in :func:`read_benchmark`;
+takeovers of a binding whose run was never submitted), ``analyses/<evidence digest>.json`` (written once). Path
+arithmetic, reading (:func:`read_benchmark`) and the verbs that write them, each write-once (False: already there);
 the services decide what a binding means with the run reader (``read_run``) of the child run.
 """
 
@@ -25,11 +26,15 @@ from data_designer.slurm.contracts.records import (
     ChildBinding,
     ChildResumeClaim,
 )
+from data_designer.slurm.runtime.store._files import make_directories
 from data_designer.slurm.runtime.store._layout import BENCHMARK_RECORD, INPUTS_DIR, check_component
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
+from data_designer.slurm.runtime.store._permissions import FileModes, modes_of_directory
+from data_designer.slurm.runtime.store._record_io import Clock, RecordOk, publish_bytes_once, read_record
+from data_designer.slurm.runtime.store._run_records import write_once
 
 BENCHMARKS_DIR = "benchmarks"
 CHILDREN_DIR = "children"
+ANALYSES_DIR = "analyses"
 _BENCHMARK_ID = re.compile(rf"^[a-z0-9](?:[a-z0-9._-]{{0,62}}[a-z0-9])?-[0-9a-f]{{{BENCHMARK_ID_DIGEST_HEX}}}$")
 _RESUME = re.compile(r"^(?P<child>[0-9a-f]{12})\.resume-(?P<k>[1-9][0-9]*)$")
 _OPERATION = "store.benchmarks"
@@ -145,6 +150,44 @@ def read_benchmark(layout: BenchmarkLayout) -> BenchmarkSnapshot:
             highest_resume=claims[-1][0],
         )
     return BenchmarkSnapshot(layout, record, children)
+
+
+def write_benchmark_input(
+    layout: BenchmarkLayout, role: str, name: str, data: bytes, *, mode: int, modes: FileModes, operation: str
+) -> str:
+    """Copy one input to ``inputs/<role>/<name>`` once (an equal benchmark's copy is kept); its path relative to the
+    benchmark directory. Missing directories get ``modes``."""
+    target = layout.input_file(role, name)
+    make_directories(target.parent, modes)
+    publish_bytes_once(target, data, operation=operation, mode=mode)
+    return str(target.relative_to(layout.directory))
+
+
+def write_benchmark(layout: BenchmarkLayout, record: BenchmarkRecord, *, clock: Clock, operation: str) -> bool:
+    return write_once(layout.record, BENCHMARK_SCHEMA, record, clock, operation)
+
+
+def bind_child(
+    layout: BenchmarkLayout, binding: ChildBinding, *, modes: FileModes, clock: Clock, operation: str
+) -> bool:
+    """Take ``children/<child id>.json`` once, before the child's run directory exists; False: another process
+    bound the child first."""
+    make_directories(layout.children_dir, modes)
+    return write_once(layout.binding(binding.child_id), CHILD_BINDING_SCHEMA, binding, clock, operation)
+
+
+def claim_child_resume(layout: BenchmarkLayout, claim: ChildResumeClaim, *, clock: Clock, operation: str) -> bool:
+    """Take ``children/<child id>.resume-<k>`` once; False: another process is resuming the child."""
+    return write_once(layout.resume_claim(claim.child_id, claim.resume), CHILD_RESUME_SCHEMA, claim, clock, operation)
+
+
+def write_analysis(layout: BenchmarkLayout, evidence_digest: str, data: bytes, *, operation: str) -> Path:
+    """``analyses/<evidence digest (16 hex)>.json`` holding ``data``, written once: the same evidence finds its file."""
+    directory = layout.directory / ANALYSES_DIR
+    make_directories(directory, modes_of_directory(layout.directory))
+    path = directory / f"{evidence_digest[:16]}.json"
+    publish_bytes_once(path, data, operation=operation)
+    return path
 
 
 def list_benchmark_dirs(root: Path | str) -> tuple[BenchmarkLayout, ...]:

@@ -121,6 +121,11 @@ def format_attempt(attempt: int) -> str:
     return f"{_index(attempt, 'attempt', minimum=1):0{ATTEMPT_WIDTH}d}"
 
 
+def relative_output_dir(shard: int, attempt: int) -> str:
+    """An attempt's ``output/`` relative to the run directory (how merge manifests name their sources' parts)."""
+    return f"{SHARDS_DIR}/{format_shard(shard)}/{ATTEMPTS_DIR}/{format_attempt(attempt)}/{OUTPUT_DIR}"
+
+
 def parse_shard(name: str) -> int | None:
     """The shard number of a directory name in canonical spelling, else None (strays are ignored)."""
     return _parse_number(name, SHARD_WIDTH, minimum=0)

@@ -2,20 +2,35 @@
 
 Pyarrow-free, so ``status`` can tell a merge's state without loading Arrow: ``merge/NNNN/manifest.json`` is the
 proof that a merge finished (written last, write-once), ``merge/jobs/NNNN.json`` the merge jobs ``merge --as-job``
-submitted. A directory without a valid manifest proves nothing.
+submitted. A directory without a valid manifest proves nothing. The verbs that write them: :func:`stage_merge`
+(a hidden directory the merge fills, published whole with its manifest) and :func:`reserve_merge_job` /
+:func:`record_merge_job`.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from data_designer.slurm.contracts import UnavailableError
-from data_designer.slurm.contracts.records import MERGE_MANIFEST_SCHEMA, MergeJobRecord, MergeManifest
+from data_designer.slurm.contracts import ConflictError, UnavailableError
+from data_designer.slurm.contracts.records import MERGE_JOB_SCHEMA, MERGE_MANIFEST_SCHEMA, MergeJobRecord, MergeManifest
+from data_designer.slurm.runtime.store._files import fsync_directory, make_directories
 from data_designer.slurm.runtime.store._layout import MANIFEST, RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
+from data_designer.slurm.runtime.store._permissions import FileModes, modes_of_directory
+from data_designer.slurm.runtime.store._record_io import (
+    Clock,
+    RecordOk,
+    append_record,
+    read_record,
+    sequence_numbers,
+    write_record_once,
+)
 
 MERGE_JOBS_DIR = "jobs"
 """``<run>/merge/jobs/``: the merge job records and Slurm's stdout and stderr of each merge job."""
@@ -78,3 +93,72 @@ def find_latest_merge(merge_dir: Path) -> MergeFound | None:
         if found is not None:
             return found
     return None
+
+
+@dataclass(frozen=True)
+class MergeStage:
+    """A merge being written: ``directory`` (hidden, next to its final place) takes its files, :meth:`publish`
+    its manifest (last, write-once) and then its final name."""
+
+    directory: Path
+    base: Path
+    numbered: bool
+
+    def publish(self, manifest: MergeManifest, *, clock: Clock, operation: str) -> Path:
+        """Write the manifest, then rename the directory to the next free ``NNNN`` under ``base`` (numbered), or to
+        ``base`` itself (``--output``: absent or empty, checked before)."""
+        write_record_once(self.directory / MANIFEST, MERGE_MANIFEST_SCHEMA, manifest, clock=clock, operation=operation)
+        fsync_directory(self.directory)
+        if not self.numbered:
+            if self.base.exists():
+                self.base.rmdir()  # empty (checked before): rename(2) would replace it anyway; never a non-empty one
+            os.rename(self.directory, self.base)
+            fsync_directory(self.base.parent)
+            return self.base
+        number = max(merge_numbers(self.base), default=0) + 1
+        for _ in range(1000):
+            final = self.base / f"{number:04d}"
+            try:
+                os.mkdir(final)  # claims the number (mkdir fails when another merge took it), then is replaced
+            except FileExistsError:
+                number += 1
+                continue
+            os.rename(self.directory, final)  # onto the empty directory just made: atomic
+            fsync_directory(self.base)
+            return final
+        raise ConflictError(
+            f"no free merge number under {str(self.base)!r}", code="merge_numbers_exhausted", file=str(self.base)
+        )
+
+
+@contextmanager
+def stage_merge(base: Path, *, numbered: bool, modes: FileModes) -> Iterator[MergeStage]:
+    """A hidden ``.merge-<random>.tmp`` in ``base`` (numbered: a run's ``merge/``) or next to it (``--output``),
+    made with ``modes`` (and any missing parent); deleted unless it was published, so nothing half-written ever
+    has a final name."""
+    parent = base if numbered else base.parent
+    make_directories(parent, modes)
+    temp = parent / f".merge-{secrets.token_hex(6)}.tmp"
+    make_directories(temp, modes, exclusive=True)
+    try:
+        yield MergeStage(temp, base, numbered)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+
+
+def reserve_merge_job(layout: RunLayout) -> int:
+    """Make ``merge/jobs/`` (Slurm opens the job's output files in it) and return the next merge job number."""
+    jobs = merge_jobs_dir(layout)
+    make_directories(jobs, modes_of_directory(layout.run_dir))
+    return max(sequence_numbers(jobs), default=0) + 1
+
+
+def merge_job_output_file(layout: RunLayout, job_name: str) -> Path:
+    """Where Slurm writes the merge job's stdout."""
+    return merge_jobs_dir(layout) / f"slurm-{job_name}.out"
+
+
+def record_merge_job(layout: RunLayout, record: MergeJobRecord, *, clock: Clock, operation: str) -> None:
+    """Append the record of a merge job Slurm accepted (``merge/jobs/NNNN.json``)."""
+    append_record(merge_jobs_dir(layout), MERGE_JOB_SCHEMA, record, clock=clock, operation=operation)

@@ -105,9 +105,11 @@ class _Counter:
         self.listings = 0
 
 
-def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
+def read_run(layout: RunLayout, *, clock: Clock = system_clock, attempt_records: bool = False) -> RunSnapshot:
     """Read the run's records once. NotFoundError ``run_not_found`` when it has no run record; UnavailableError
-    when its run record or plan cannot be read (a run that cannot be identified cannot be classified)."""
+    when its run record or plan cannot be read (a run that cannot be identified cannot be classified).
+    ``attempt_records``: read the attempt and status records of every attempt, also of those their manifest alone
+    tells (what ``benchmark analyze`` measures)."""
     count = _Counter()
     problems: list[str] = []
     count.files += 1
@@ -147,7 +149,11 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock) -> RunSnapshot:
             attempts_dir = f"{shards_root}/{format_shard(shard.shard)}/{ATTEMPTS_DIR}"
             for number in _attempt_numbers(attempts_dir, count):
                 directory = f"{attempts_dir}/{format_attempt(number)}"
-                attempts.append(_read_attempt(layout, directory, shard.shard, number, run.plan_digest, count, interner))
+                attempts.append(
+                    _read_attempt(
+                        layout, directory, shard.shard, number, run.plan_digest, count, interner, attempt_records
+                    )
+                )
         manifests = {a.number: a.manifest for a in attempts if a.manifest is not None}
         coverage = coverage_from(shard, manifests)
         shard_tasks = tasks.get(shard.shard, ())
@@ -361,6 +367,7 @@ def _read_attempt(
     plan_digest: str,
     count: _Counter,
     interner: Interner,
+    attempt_records: bool = False,
 ) -> AttemptSnapshot:
     """One attempt's records. An attempt whose valid manifest produced all it was assigned is told by that record
     alone: its status, claim, attempt record, heartbeat, progress and logs are not read (nothing they hold can
@@ -380,7 +387,15 @@ def _read_attempt(
 
     manifest = _valid_manifest(read(_MANIFEST_NAME, MANIFEST_SCHEMA), layout, plan_digest, shard, number, problems)
     if manifest is not None and manifest.complete and manifest.ranges == manifest.assigned:
-        return AttemptSnapshot(number=number, manifest=manifest)
+        if not attempt_records:
+            return AttemptSnapshot(number=number, manifest=manifest)
+        done, ended = read(ATTEMPT_RECORD, ATTEMPT_SCHEMA), read(STATUS_RECORD, STATUS_SCHEMA)
+        return AttemptSnapshot(
+            number=number,
+            manifest=manifest,
+            record=done.payload if done else None,
+            status=ended.payload if ended else None,
+        )
     status = read(STATUS_RECORD, STATUS_SCHEMA)
     succeeded = status is not None and status.payload.status == "succeeded"
     claim = read(CLAIM_FILE, CLAIM_SCHEMA)

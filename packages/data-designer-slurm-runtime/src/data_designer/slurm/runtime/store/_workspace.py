@@ -10,13 +10,16 @@ that is not a plain directory with the reason it cannot be a run, so nothing und
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
+import shutil
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from data_designer.slurm.contracts import SlurmExtensionError, UnavailableError
+from data_designer.slurm.contracts import NotFoundError, SlurmExtensionError, UnavailableError
 from data_designer.slurm.runtime.store._layout import RUNS_DIR, RunId, RunLayout
 
 REMOVING_PREFIX = ".removing-"
@@ -67,6 +70,45 @@ def list_run_dirs(root: Path | str) -> tuple[RunDirectory, ...]:
 def removal_name(run_id: RunId | str) -> str:
     """A fresh hidden name in ``runs/`` for a run directory about to be deleted."""
     return f"{REMOVING_PREFIX}{run_id}-{secrets.token_hex(4)}"
+
+
+def remove_run_dir(layout: RunLayout) -> None:
+    """Rename the run directory to a hidden name in ``runs/`` (atomic: readers see it or nothing), then delete its
+    tree. NotFoundError when it is gone already; UnavailableError when it cannot be renamed, or (``run_partly_removed``)
+    when some of its entries could not be deleted."""
+    hidden = layout.run_dir.parent / removal_name(layout.run_id)
+    try:
+        os.rename(layout.run_dir, hidden)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise NotFoundError(
+                f"run {str(layout.run_id)!r} was removed meanwhile (no {str(layout.run_dir)!r})",
+                code="run_not_found",
+                file=str(layout.run_dir),
+            ) from exc
+        raise UnavailableError(
+            f"cannot rename {str(layout.run_dir)!r} away for removal: {exc.strerror}",
+            code="filesystem_unavailable",
+            file=str(layout.run_dir),
+            hint="check the permissions of the workspace's runs/ directory; nothing was removed",
+        ) from exc
+    failures: list[str] = []
+
+    def record(_function: object, path: str, exc: object) -> None:
+        failures.append(f"{path}: {exc[1] if isinstance(exc, tuple) else exc}")
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(hidden, onexc=record)
+    else:
+        shutil.rmtree(hidden, onerror=record)
+    if failures:
+        raise UnavailableError(
+            f"run {str(layout.run_id)!r} is gone from the listing, but {len(failures)} entr(ies) of {str(hidden)!r} "
+            f"could not be deleted (first: {failures[0]})",
+            code="run_partly_removed",
+            file=str(hidden),
+            hint=f"delete the hidden directory {str(hidden)!r} by hand (readers already skip it)",
+        )
 
 
 def _entry(root: Path, runs: Path, entry: os.DirEntry[str]) -> RunDirectory:

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE, CheckFailedError, MergeResult
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
-from data_designer.slurm.runtime.status import Rules
+from data_designer.slurm.runtime.status import Rules, observe_run
 from data_designer.slurm.runtime.store import Clock, RunLayout, RunSnapshot, read_run, system_clock
 from data_designer.slurm.services.collect._merge_job import submit_merge_job
 from data_designer.slurm.services.context import ServiceContext
-from data_designer.slurm.services.runs import layout_of, status_of
+from data_designer.slurm.services.runs import classify_observed, layout_of
 
 if TYPE_CHECKING:  # runtime.merge loads pyarrow: imported when a merge runs, not with the services
     from data_designer.slurm.runtime.merge import Merged
@@ -52,7 +52,7 @@ def merge_run(
     Slurm is asked (once) only to name the states of shards that are not succeeded.
     """
     ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
-    from data_designer.slurm.runtime.merge import MergeOptions, merge_run_dir
+    from data_designer.slurm.runtime.merge import MergeOptions, RunIncomplete, merge_run_dir
 
     layout = layout_of(run, ctx)
     options = MergeOptions(
@@ -62,20 +62,17 @@ def merge_run(
         provenance=not drop_provenance,
     )
     started = time.monotonic()
-
-    def refuse_incomplete(snapshot: RunSnapshot) -> None:
-        if not allow_partial and any(shard.missing for shard in snapshot.shards):
-            scheduler = ctx.scheduler()
-            raise _not_succeeded(layout, snapshot, scheduler, clock, rules)
-
     if as_job:
         snapshot = read_run(layout, clock=clock)
-        refuse_incomplete(snapshot)
+        if not allow_partial and any(shard.missing for shard in snapshot.shards):
+            raise _not_succeeded(snapshot, ctx.scheduler(), clock, rules)
         return submit_merge_job(
             snapshot, options, profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock
         )
-    # read, checked and let go before the files are written (the merge's memory does not grow with the run)
-    merged = merge_run_dir(layout, options, clock=clock, check=refuse_incomplete)
+    try:  # read, checked and let go before the files are written (the merge's memory does not grow with the run)
+        merged = merge_run_dir(layout, options, clock=clock)
+    except RunIncomplete as refused:  # the run as read names its shards' states: it is not read again
+        raise _not_succeeded(refused.snapshot, ctx.scheduler(), clock, rules) from None
     return result_of(layout, merged, seconds=time.monotonic() - started)
 
 
@@ -100,10 +97,11 @@ def result_of(layout: RunLayout, merged: Merged, *, seconds: float = 0.0) -> Mer
 
 
 def _not_succeeded(
-    layout: RunLayout, snapshot: RunSnapshot, scheduler: SlurmScheduler, clock: Clock, rules: Rules | None
+    snapshot: RunSnapshot, scheduler: SlurmScheduler, clock: Clock, rules: Rules | None
 ) -> CheckFailedError:
-    """Exit 6 listing the shards that are not succeeded with their states (as ``status`` shows them now)."""
-    status = status_of(layout, scheduler, clock=clock, rules=rules)
+    """Exit 6 listing the shards that are not succeeded with their states (as ``status`` shows them now: the
+    snapshot classified with one observation)."""
+    status = classify_observed(snapshot, observe_run(snapshot, scheduler, clock=clock), clock(), rules)
     pending = [shard for shard in status.shards if shard.state != "succeeded"]
     shown = ", ".join(f"{s.shard} ({s.state}{', ' + s.reason if s.reason else ''})" for s in pending[:_SHOWN])
     more = f" and {len(pending) - _SHOWN} more" if len(pending) > _SHOWN else ""

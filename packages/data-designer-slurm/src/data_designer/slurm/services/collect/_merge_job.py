@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from data_designer.slurm.contracts import ClusterProfile, InvalidInputError, MergeResult
-from data_designer.slurm.contracts.records import MERGE_JOB_SCHEMA, MergeJobRecord
+from data_designer.slurm.contracts.records import MergeJobRecord
 from data_designer.slurm.planner import slurm_path_problems
 from data_designer.slurm.runtime.jobs import CpuJob, command_script, compute_launcher, cpu_job_runner, submit_cpu_job
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
@@ -23,11 +23,10 @@ from data_designer.slurm.runtime.status import SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
     RunSnapshot,
-    append_record,
-    make_directories,
-    merge_jobs_dir,
-    modes_of_directory,
-    sequence_numbers,
+    merge_job_error_file,
+    merge_job_output_file,
+    record_merge_job,
+    reserve_merge_job,
 )
 from data_designer.slurm.services.context import JOB_NAME_PREFIX
 from data_designer.slurm.services.profiles import load_profile_file, select_cluster
@@ -59,10 +58,7 @@ def submit_merge_job(
         problems := slurm_path_problems(str(options.output), what="--output", key_path="--output")
     ):
         raise InvalidInputError.from_problems(problems, operation=_OPERATION)
-    jobs_dir = merge_jobs_dir(layout)
-    make_directories(jobs_dir, modes_of_directory(layout.run_dir))  # Slurm opens the output files in it
-    number = max(sequence_numbers(jobs_dir), default=0) + 1
-    name = f"{JOB_NAME_PREFIX}{layout.run_id}-merge-{number}"
+    name = f"{JOB_NAME_PREFIX}{layout.run_id}-merge-{reserve_merge_job(layout)}"
     run_dir = str(layout.run_dir)
     job = CpuJob(
         job_name=name,
@@ -71,8 +67,8 @@ def submit_merge_job(
         ),
         workdir=run_dir,
         time_limit=cluster_profile.default_time_limit,
-        output=str(jobs_dir / f"slurm-{name}.out"),
-        error=str(jobs_dir / f"slurm-{name}.err"),
+        output=str(merge_job_output_file(layout, name)),
+        error=str(merge_job_error_file(layout, name)),
     )
     scheduler = SlurmScheduler(
         runner if runner is not None else cpu_job_runner(cluster_profile, env=environ), clock=clock
@@ -90,7 +86,7 @@ def submit_merge_job(
         drop_provenance=not options.provenance,
         max_rows_per_file=options.max_rows_per_file,
     )
-    append_record(jobs_dir, MERGE_JOB_SCHEMA, record, clock=clock, operation=_OPERATION)
+    record_merge_job(layout, record, clock=clock, operation=_OPERATION)
     return MergeResult(
         run_id=snapshot.run.run_id,
         run_dir=run_dir,

@@ -333,8 +333,11 @@ def _submit(
             after_jobs=after_jobs,
         )
     except SubmissionRefused as exc:
+        # the refusal with the chunks accepted before it: status says why the rest is not submitted (and observes those)
         accepted = submitted_jobs(record.unit, exc.accepted)
-        _record_refusal(layout, exc, accepted, clock)
+        record_submission(
+            layout, accepted, sbatch_calls=exc.sbatch_calls, clock=clock, operation=_OPERATION, error=exc.info.message
+        )
         if accepted:  # the rest may go once the cause is gone: the unit is the same
             hint = (
                 f"{exc.info.hint}; {len(accepted)} chunk(s) were accepted: once the cause is fixed outside the plan, "
@@ -375,21 +378,6 @@ def _submit(
         recovered=result.recovered,
         resumed=resumed,
         submission_record=str(appended.path),
-    )
-
-
-def _record_refusal(
-    layout: RunLayout, refusal: SubmissionRefused, accepted: tuple[SubmittedJob, ...], clock: Clock
-) -> None:
-    """Append the scheduler's refusal with the chunks accepted before it, so ``status`` says why the rest of the
-    run is not submitted (and the jobs that were are observed)."""
-    record_submission(
-        layout,
-        accepted,
-        sbatch_calls=refusal.sbatch_calls,
-        clock=clock,
-        operation=_OPERATION,
-        error=refusal.info.message,
     )
 
 
