@@ -67,16 +67,11 @@ def list_run_dirs(root: Path | str) -> tuple[RunDirectory, ...]:
     return tuple(found)
 
 
-def removal_name(run_id: RunId | str) -> str:
-    """A fresh hidden name in ``runs/`` for a run directory about to be deleted."""
-    return f"{REMOVING_PREFIX}{run_id}-{secrets.token_hex(4)}"
-
-
 def remove_run_dir(layout: RunLayout) -> None:
     """Rename the run directory to a hidden name in ``runs/`` (atomic: readers see it or nothing), then delete its
     tree. NotFoundError when it is gone already; UnavailableError when it cannot be renamed, or (``run_partly_removed``)
     when some of its entries could not be deleted."""
-    hidden = layout.run_dir.parent / removal_name(layout.run_id)
+    hidden = layout.run_dir.parent / f"{REMOVING_PREFIX}{layout.run_id}-{secrets.token_hex(4)}"
     try:
         os.rename(layout.run_dir, hidden)
     except OSError as exc:
