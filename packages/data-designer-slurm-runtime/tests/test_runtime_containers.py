@@ -22,7 +22,7 @@ import pytest
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan, ImagePlan, InternalError, ReplicaPlan
 from data_designer.slurm.planner import bind_argv, compile, load_run, resolve_config
-from data_designer.slurm.runtime.store._layout import RunLayout
+from data_designer.slurm.runtime.store import RunLayout
 from data_designer.slurm.runtime.supervisor._containers import (
     LAUNCHER_FILE,
     ContainerSite,

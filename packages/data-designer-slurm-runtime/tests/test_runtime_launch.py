@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from data_designer.slurm.contracts.records import PORT_SCHEMA, PortRecord
 from data_designer.slurm.planner import SERVER_API_KEY_ENV, VLLM_API_KEY_ENV, bind_argv
 from data_designer.slurm.runtime import _launch
-from data_designer.slurm.runtime.store._record_io import RecordOk, encode_record, read_record
+from data_designer.slurm.runtime.store import RecordOk, encode_record, read_record
 
 LAUNCHER = Path(_launch.__file__)
 SERVER_SCRIPT = (  # no braces: the launcher binds every word of the template

@@ -35,8 +35,7 @@ from data_designer.slurm.contracts.records import (
 )
 from data_designer.slurm.planner import SERVER_API_KEY_ENV, compile, load_run, resolve_config
 from data_designer.slurm.runtime._launch import launch
-from data_designer.slurm.runtime.store._layout import ENDPOINTS_RECORD, RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
+from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
 from data_designer.slurm.runtime.supervisor._replicas import srun_argv, step_environment
 from data_designer.slurm.runtime.testing import processes_mentioning, with_client_argv, writer_run
 
@@ -174,7 +173,7 @@ class Attempt:
 
     @property
     def endpoints(self) -> EndpointsRecord:
-        result = read_record(self.layout.attempt_dir(0, 1) / ENDPOINTS_RECORD, ENDPOINTS_SCHEMA)
+        result = read_record(self.layout.endpoints(0, 1), ENDPOINTS_SCHEMA)
         assert isinstance(result, RecordOk), (result, self.stderr)
         return result.payload
 

@@ -28,7 +28,6 @@ from data_designer.slurm.contracts.records import (
     ENDPOINTS_SCHEMA,
     EXIT_CODES,
     HEARTBEAT_SCHEMA,
-    MANIFEST_SCHEMA,
     PORT_SCHEMA,
     STATUS_SCHEMA,
     AttemptRecord,
@@ -39,9 +38,7 @@ from data_designer.slurm.contracts.records import (
     StatusRecord,
 )
 from data_designer.slurm.planner import compile, load_run, plan_digest, resolve_config
-from data_designer.slurm.runtime.store._claims import claim, owner_from_environment
-from data_designer.slurm.runtime.store._layout import ENDPOINTS_RECORD, RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record, write_record_once
+from data_designer.slurm.runtime.store import AttemptWriter, RecordOk, RunLayout, owner_from_environment, read_record
 from data_designer.slurm.runtime.testing import (
     assign_attempt,
     processes_mentioning,
@@ -230,7 +227,7 @@ def test_two_replicas_start_on_distinct_published_ports_and_both_answer(workspac
     assert all(r.readiness_lag_s is not None and r.readiness_lag_s < 2 for r in attempt.replicas)
     assert attempt.client_started_at is not None
     assert (attempt.nodes, attempt.node_addresses) == (("node1",), ("127.0.0.1",))
-    endpoints = outcome.read(outcome.attempt_dir / ENDPOINTS_RECORD, ENDPOINTS_SCHEMA).aliases["writer"]
+    endpoints = outcome.read(outcome.layout.endpoints(0, 1), ENDPOINTS_SCHEMA).aliases["writer"]
     assert endpoints.base_urls == tuple(r.base_url for r in attempt.replicas)
     answers = json.loads((outcome.attempt_dir / "stand-in-answers.json").read_text())
     assert answers["argv"] == ["--shard", "0", "--attempt", "1"]
@@ -288,7 +285,7 @@ def test_a_server_crashing_at_start_fails_the_attempt_within_seconds_with_its_lo
     assert "exited 4 before it was ready" in status.message
     assert any("simulated crash at start" in line for line in status.log_tail)
     assert outcome.elapsed_s < 15, "classified long before the startup budget (60 s)"
-    assert not (outcome.attempt_dir / ENDPOINTS_RECORD).exists()
+    assert not (outcome.layout.endpoints(0, 1)).exists()
     assert not (outcome.attempt_dir / "stand-in-answers.json").exists(), "the client never started"
 
 
@@ -308,7 +305,7 @@ def test_a_server_serving_another_model_name_fails_to_start_naming_both_names(
     assert status.status == "server_failed_to_start"
     assert status.step == "server-writer-0"
     assert "server writer-r0 serves 'other-model' but the client will ask for 'writer'" in status.message
-    assert not (outcome.attempt_dir / ENDPOINTS_RECORD).exists()
+    assert not (outcome.layout.endpoints(0, 1)).exists()
     assert not (outcome.attempt_dir / "stand-in-answers.json").exists(), "the client never started"
 
 
@@ -533,9 +530,9 @@ def test_an_attempt_generates_only_what_earlier_attempts_did_not_publish(workspa
     plan = compile_plan(request_log_dir=workspace, stand_in=True)
     layout = RunLayout.of(workspace, RUN_ID)
     earlier = layout.attempt_dir(0, 1)
-    claim(layout.claim(0, 1), owner_from_environment({"SLURM_ARRAY_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "0"}))
+    AttemptWriter(layout, 0, 1).claim(owner_from_environment({"SLURM_ARRAY_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "0"}))
     base = stand_in_manifest_for(layout, plan, attempt=1, ranges=((1, 2),))
-    write_record_once(layout.output_manifest(0, 1), MANIFEST_SCHEMA, base)
+    AttemptWriter(layout, 0, 1).publish_manifest(base)
     assert earlier.is_dir()
 
     outcome = run_supervisor(workspace, plan, SLURM_RESTART_COUNT="1", SLURM_ARRAY_JOB_ID="77")
@@ -583,7 +580,7 @@ def stand_in_manifest_for(
     """A stand-in manifest of an earlier attempt that published ``ranges`` (written with its attempt.json)."""
     assign_attempt(layout, plan_digest=plan.digest, shard=0, attempt=attempt, assigned=[(0, 4)])
     produced = tuple(IndexRange(start=a, stop=b) for a, b in ranges)
-    return stand_in_manifest(layout.attempt_dir(0, attempt), records_of=produced)
+    return stand_in_manifest(AttemptWriter(layout, 0, attempt), records_of=produced)
 
 
 def _heartbeat(layout: RunLayout) -> HeartbeatRecord:

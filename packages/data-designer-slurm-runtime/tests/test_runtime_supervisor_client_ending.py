@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from data_designer.slurm.contracts.records import CLIENT_ERROR_SCHEMA, ClientErrorRecord
-from data_designer.slurm.runtime.store._record_io import write_record_once
+from data_designer.slurm.runtime.store import write_record_once
 from data_designer.slurm.runtime.supervisor._client_ending import client_failure_message, read_client_error
 
 RECORD = ClientErrorRecord(

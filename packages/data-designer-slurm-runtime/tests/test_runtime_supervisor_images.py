@@ -14,9 +14,7 @@ from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan, ImageRe
 from data_designer.slurm.contracts.records import EXIT_CODES, STATUS_SCHEMA
 from data_designer.slurm.planner import compile, load_run, resolve_config
 from data_designer.slurm.runtime.images import ImageRegistry, cached_digest
-from data_designer.slurm.runtime.store import modes_for
-from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
+from data_designer.slurm.runtime.store import RecordOk, RunLayout, modes_for, read_record
 from data_designer.slurm.runtime.supervisor._environment import SetupError
 from data_designer.slurm.runtime.supervisor._images import check_images, planned_images
 from data_designer.slurm.runtime.testing import writer_run

@@ -20,7 +20,6 @@ import pytest
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan
 from data_designer.slurm.contracts.records import (
-    ATTEMPT_SCHEMA,
     ENDPOINTS_SCHEMA,
     ENV_ATTEMPT_DIR,
     ENV_ENDPOINTS,
@@ -38,12 +37,12 @@ from data_designer.slurm.contracts.records import (
     WorkerError,
 )
 from data_designer.slurm.planner import canonical_json, compile, load_run, resolve_config
-from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._record_io import (
+from data_designer.slurm.runtime.store import (
+    AttemptWriter,
     RecordOk,
+    RunLayout,
     append_record,
     read_record,
-    replace_record,
     write_record_once,
 )
 from data_designer.slurm.runtime.testing import assign_attempt
@@ -130,7 +129,7 @@ def setup_run(tmp_path: Path, plan: ExecutionPlan | None = None, endpoints: Endp
     layout = RunLayout.of(tmp_path / "ws", RUN_ID)
     layout.run_dir.mkdir(parents=True)
     layout.plan_record.write_bytes(canonical_json((plan or make_plan()).model_dump(mode="json")))
-    write_record_once(layout.attempt_dir(1, 1) / "endpoints.json", ENDPOINTS_SCHEMA, endpoints)
+    AttemptWriter(layout, 1, 1).write_endpoints(endpoints)
     assign_attempt(layout, plan_digest=(plan or make_plan()).digest, shard=1, attempt=1, assigned=[(5, 10)])
     return layout
 
@@ -162,7 +161,7 @@ def test_inputs_bind_shard_range_endpoints_and_concurrency(tmp_path: Path) -> No
     assert inputs.records == 5
     assert inputs.endpoints == ENDPOINTS.aliases
     assert inputs.concurrency == {"writer": 5, "critic": 32}
-    assert inputs.attempt_dir == layout.attempt_dir(1, 1)
+    assert inputs.writer == AttemptWriter(layout, 1, 1)
 
 
 def test_a_plan_record_is_read_too(tmp_path: Path) -> None:
@@ -261,7 +260,7 @@ def test_timings_come_from_the_attempt_and_submission_records(tmp_path: Path) ->
         servers_ready_at=start + timedelta(seconds=4.5),
         assigned=(IndexRange(start=5, stop=10),),
     )
-    replace_record(layout.attempt_record(1, 1), ATTEMPT_SCHEMA, attempt)
+    AttemptWriter(layout, 1, 1).write_attempt(attempt)
     schema = RecordSchema("submission", 1, SubmissionRecord)
     for minutes in (-10, -3, 5):
         record = SubmissionRecord(
@@ -382,7 +381,7 @@ def test_a_progress_write_failure_is_logged_not_raised(tmp_path: Path, capsys: p
 def test_the_assigned_ranges_come_from_attempt_json(tmp_path: Path) -> None:
     layout = setup_run(tmp_path)
     assign_attempt(layout, plan_digest="d", shard=1, attempt=2, assigned=[(5, 6), (8, 10)])
-    write_record_once(layout.attempt_dir(1, 2) / "endpoints.json", ENDPOINTS_SCHEMA, ENDPOINTS)
+    AttemptWriter(layout, 1, 2).write_endpoints(ENDPOINTS)
     inputs = load_inputs(args(layout, attempt=2), {})
     assert [(r.start, r.stop) for r in inputs.ranges] == [(5, 6), (8, 10)]
     assert inputs.records == 3
@@ -394,13 +393,13 @@ def test_assigned_ranges_outside_the_shard_or_unsorted_are_refused(
 ) -> None:
     layout = setup_run(tmp_path)
     assign_attempt(layout, plan_digest="d", shard=1, attempt=2, assigned=assigned)
-    write_record_once(layout.attempt_dir(1, 2) / "endpoints.json", ENDPOINTS_SCHEMA, ENDPOINTS)
+    AttemptWriter(layout, 1, 2).write_endpoints(ENDPOINTS)
     with pytest.raises(WorkerInputError, match="assigns"):
         load_inputs(args(layout, attempt=2), {})
 
 
 def test_without_attempt_json_the_worker_does_not_guess_its_ranges(tmp_path: Path) -> None:
     layout = setup_run(tmp_path)
-    write_record_once(layout.attempt_dir(1, 3) / "endpoints.json", ENDPOINTS_SCHEMA, ENDPOINTS)
+    AttemptWriter(layout, 1, 3).write_endpoints(ENDPOINTS)
     with pytest.raises(WorkerInputError, match="no valid attempt record"):
         load_inputs(args(layout, attempt=3), {})

@@ -17,7 +17,7 @@ from data_designer.slurm.contracts.records import (
     AliasEndpoints,
     ClientErrorRecord,
 )
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
+from data_designer.slurm.runtime.store import AttemptWriter, RecordOk, RunLayout, read_record
 from data_designer.slurm.runtime.worker._failure import chain, explain, write_client_error
 from data_designer.slurm.runtime.worker._host import ConfigRejected
 from data_designer.slurm.runtime.worker._inputs import WorkerInputError
@@ -210,19 +210,20 @@ def test_the_chain_follows_causes_and_unsuppressed_contexts_once() -> None:
 
 
 def test_the_record_is_written_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "client-error.json"
+    writer = AttemptWriter(RunLayout.of(tmp_path, "r-20260101T000000Z-abcdef"), 0, 1)
     record = explain(not_found("writer"), "client_error", ENDPOINTS)
-    write_client_error(path, record)
-    write_client_error(path, record.model_copy(update={"message": "another"}))
+    write_client_error(writer, record)
+    write_client_error(writer, record.model_copy(update={"message": "another"}))
 
-    found = read_record(path, CLIENT_ERROR_SCHEMA)
+    found = read_record(writer.layout.client_error(0, 1), CLIENT_ERROR_SCHEMA)
     assert isinstance(found, RecordOk)
     assert found.payload == record
     assert "already exists; not replaced" in capsys.readouterr().err
 
 
 def test_an_unwritable_record_only_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("not a directory")
-    write_client_error(blocker / "client-error.json", explain(RuntimeError("x"), "client_error", ENDPOINTS))
+    writer = AttemptWriter(RunLayout.of(tmp_path, "r-20260101T000000Z-abcdef"), 0, 1)
+    writer.layout.attempt_dir(0, 1).parent.mkdir(parents=True)
+    writer.layout.attempt_dir(0, 1).write_text("a file where the attempt directory should be")
+    write_client_error(writer, explain(RuntimeError("x"), "client_error", ENDPOINTS))
     assert "cannot write" in capsys.readouterr().err

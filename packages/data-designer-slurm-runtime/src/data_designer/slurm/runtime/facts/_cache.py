@@ -17,9 +17,7 @@ from data_designer.slurm.contracts import SchedulerFacts
 from data_designer.slurm.contracts.records import FACTS_SCHEMA
 from data_designer.slurm.runtime.facts._read import read_facts
 from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler
-from data_designer.slurm.runtime.store._files import make_directories
-from data_designer.slurm.runtime.store._permissions import FileModes
-from data_designer.slurm.runtime.store._record_io import Clock, RecordOk, read_record, replace_record
+from data_designer.slurm.runtime.store import Clock, FileModes, RecordOk, make_directories, read_record, replace_record
 
 FACTS_MAX_AGE = timedelta(hours=1)
 """How long cached facts are reused before Slurm is asked again."""

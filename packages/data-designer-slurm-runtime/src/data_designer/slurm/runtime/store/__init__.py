@@ -1,5 +1,6 @@
 """The run-state store: durable file I/O, the run-directory layout, record I/O, claims, coverage and the run reader."""
 
+from data_designer.slurm.runtime.store._attempt_records import AttemptWriter, claim_next_attempt, write_batch_log
 from data_designer.slurm.runtime.store._benchmarks import (
     BenchmarkLayout,
     BenchmarkSnapshot,
@@ -41,6 +42,7 @@ from data_designer.slurm.runtime.store._layout import (
     CLAIM_FILE,
     ENDPOINTS_RECORD,
     HEARTBEAT_RECORD,
+    JOB_NAME_PREFIX,
     MANIFEST,
     PORTS_DIR,
     PROGRESS_RECORD,
@@ -56,6 +58,7 @@ from data_designer.slurm.runtime.store._layout import (
     parse_shard,
     relative_output_dir,
     run_id_factory,
+    submission_binding,
 )
 from data_designer.slurm.runtime.store._merges import (
     MergeFound,
@@ -144,6 +147,7 @@ __all__ = [
     "ENDPOINTS_RECORD",
     "GROUP_MODES",
     "HEARTBEAT_RECORD",
+    "JOB_NAME_PREFIX",
     "MANIFEST",
     "PLAN_SCHEMA",
     "PORTS_DIR",
@@ -155,6 +159,7 @@ __all__ = [
     "Appended",
     "AttemptClaim",
     "AttemptSnapshot",
+    "AttemptWriter",
     "BatchError",
     "BenchmarkLayout",
     "BenchmarkSnapshot",
@@ -194,6 +199,7 @@ __all__ = [
     "check_component",
     "claim",
     "claim_child_resume",
+    "claim_next_attempt",
     "claim_retry_resume",
     "coverage_from",
     "create_run_directory",
@@ -250,10 +256,12 @@ __all__ = [
     "shard_coverage",
     "snapshot_mode",
     "stage_merge",
+    "submission_binding",
     "system_clock",
     "tail_lines",
     "take_retry_generation",
     "write_analysis",
+    "write_batch_log",
     "write_benchmark",
     "write_benchmark_input",
     "write_benchmark_link",

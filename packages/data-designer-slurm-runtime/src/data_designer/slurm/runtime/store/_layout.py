@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
-from data_designer.slurm.contracts import InvalidInputError, find_control_character
+from data_designer.slurm.contracts import InvalidInputError, SubmissionBinding, find_control_character
 from data_designer.slurm.runtime.store._record_io import Clock, system_clock
 
 RUNS_DIR = "runs"
@@ -44,6 +44,10 @@ PORTS_DIR = "ports"
 OBSERVATIONS_DIR = "observations"
 RETRIES_DIR = "retries"
 CANCELLATIONS_DIR = "cancellations"
+WORKER_HOME_DIR = "home"
+HOST_ARTIFACTS_DIR = "artifacts"
+JOB_NAME_PREFIX = "dd-"
+"""Every job of ours is named ``dd-...``: a run's array chunks ``dd-<run id>-c<chunk>`` (:func:`submission_binding`)."""
 
 SHARD_WIDTH = 5
 ATTEMPT_WIDTH = 4
@@ -180,6 +184,18 @@ class RunLayout:
     def of(cls, root: Path | str, run_id: RunId | str) -> RunLayout:
         return cls(Path(root), run_id if isinstance(run_id, RunId) else RunId.parse(run_id))
 
+    @classmethod
+    def of_run_dir(cls, run_dir: Path) -> RunLayout:
+        """The layout of the run whose directory is ``run_dir`` (``<workspace>/runs/<run id>``); InvalidInputError
+        (``not_a_run_directory``) for any other directory."""
+        problem = f"is not a run directory (<workspace>/{RUNS_DIR}/<run id>)"
+        try:
+            if run_dir.parent.name == RUNS_DIR:
+                return cls.of(run_dir.parent.parent, run_dir.name)
+        except InvalidInputError as exc:
+            problem = f"is not a run directory: {exc.info.message}"
+        raise InvalidInputError(f"{str(run_dir)!r} {problem}", code="not_a_run_directory", file=str(run_dir))
+
     @cached_property
     def run_dir(self) -> Path:
         return self.root / RUNS_DIR / str(self.run_id)
@@ -250,6 +266,14 @@ class RunLayout:
         """The log of one step (``supervisor``, ``server-<alias>-<replica>``, ``client``...)."""
         return self.logs_dir(shard, attempt) / f"{check_component(step, 'log step')}.log"
 
+    def worker_home(self, shard: int, attempt: int) -> Path:
+        """The client worker's ``$HOME`` (the host's settings and caches)."""
+        return self.attempt_dir(shard, attempt) / WORKER_HOME_DIR
+
+    def host_artifacts(self, shard: int, attempt: int) -> Path:
+        """Where the host writes its own batch files and metadata (it makes the directory itself)."""
+        return self.attempt_dir(shard, attempt) / HOST_ARTIFACTS_DIR
+
     def output_dir(self, shard: int, attempt: int) -> Path:
         return self.attempt_dir(shard, attempt) / OUTPUT_DIR
 
@@ -304,6 +328,12 @@ class RunLayout:
     @property
     def benchmark_record(self) -> Path:
         return self.run_dir / BENCHMARK_RECORD
+
+
+def submission_binding(layout: RunLayout) -> SubmissionBinding:
+    """How the planner names the run's jobs (``dd-<run id>-c<chunk>``) and where their batch logs go."""
+    run_id = str(layout.run_id)
+    return SubmissionBinding(run_id=run_id, run_dir=str(layout.run_dir), job_name_prefix=f"{JOB_NAME_PREFIX}{run_id}")
 
 
 def _index(value: int, what: str, *, minimum: int) -> int:

@@ -7,6 +7,19 @@ records it writes are in :mod:`data_designer.slurm.contracts.records`.
 from data_designer.slurm.runtime.supervisor._attempt import DEFAULT_POLL_S
 from data_designer.slurm.runtime.supervisor._client_ending import client_failure_message, read_client_error
 from data_designer.slurm.runtime.supervisor._containers import LAUNCHER_FILE
+from data_designer.slurm.runtime.supervisor._heartbeat import DEFAULT_HEARTBEAT_S
 from data_designer.slurm.runtime.supervisor._main import main
+from data_designer.slurm.runtime.supervisor._replicas import LOOPBACK, bind_host, log_step, step_name
 
-__all__ = ["DEFAULT_POLL_S", "LAUNCHER_FILE", "client_failure_message", "main", "read_client_error"]
+__all__ = [
+    "DEFAULT_HEARTBEAT_S",
+    "DEFAULT_POLL_S",
+    "LAUNCHER_FILE",
+    "LOOPBACK",
+    "bind_host",
+    "client_failure_message",
+    "log_step",
+    "main",
+    "read_client_error",
+    "step_name",
+]

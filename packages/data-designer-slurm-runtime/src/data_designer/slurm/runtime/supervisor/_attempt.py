@@ -32,8 +32,6 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import ExecutionPlan
 from data_designer.slurm.contracts.records import (
-    ATTEMPT_SCHEMA,
-    ENDPOINTS_SCHEMA,
     ENV_ATTEMPT_DIR,
     ENV_ENDPOINTS,
     EXIT_CLIENT_ERROR,
@@ -41,7 +39,6 @@ from data_designer.slurm.contracts.records import (
     EXIT_DRAINED,
     EXIT_INVALID_CONFIG,
     MANIFEST_SCHEMA,
-    STATUS_SCHEMA,
     AliasEndpoints,
     AttemptRecord,
     EndpointsRecord,
@@ -52,17 +49,15 @@ from data_designer.slurm.contracts.records import (
     StatusRecord,
 )
 from data_designer.slurm.planner import SERVER_API_KEY_ENV, bind_argv
-from data_designer.slurm.runtime.scheduler._command import CommandRunner
-from data_designer.slurm.runtime.store._coverage import shard_coverage
-from data_designer.slurm.runtime.store._layout import ENDPOINTS_RECORD, PORTS_DIR, RunLayout
-from data_designer.slurm.runtime.store._record_io import (
+from data_designer.slurm.runtime.scheduler import CommandRunner
+from data_designer.slurm.runtime.store import (
+    AttemptWriter,
     Clock,
-    RecordConflict,
     RecordOk,
+    RunLayout,
     format_timestamp,
     read_record,
-    replace_record,
-    write_record_once,
+    shard_coverage,
 )
 from data_designer.slurm.runtime.supervisor._client_ending import client_failure_message, read_client_error
 from data_designer.slurm.runtime.supervisor._containers import client_command, container_site
@@ -143,7 +138,8 @@ class Supervisor:
         self.received = received
         self.poll_s, self.stop_grace_s = poll_s, stop_grace_s
         self.attempt_dir = layout.attempt_dir(task.shard, task.attempt)
-        self.heartbeat = Heartbeat(layout.heartbeat(task.shard, task.attempt), interval_s=heartbeat_s, clock=clock)
+        self.writer = AttemptWriter(layout, task.shard, task.attempt, clock=clock)
+        self.heartbeat = Heartbeat(self.writer, interval_s=heartbeat_s)
         self.started_at = clock()
         self.replicas: list[ReplicaProcess] = []
         self.client: subprocess.Popen[bytes] | None = None
@@ -161,13 +157,8 @@ class Supervisor:
     def say(self, message: str) -> None:
         line = f"{format_timestamp(self.clock())} supervisor: {message}"
         print(line, file=sys.stderr, flush=True)
-        path = self.layout.log_file(self.task.shard, self.task.attempt, "supervisor")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as stream:
-                stream.write(line + "\n")
-        except OSError:
-            pass  # stderr (the Slurm .err file) still has it
+        with contextlib.suppress(OSError):  # stderr (the Slurm .err file) still has it
+            self.writer.append_log("supervisor", line + "\n")
 
     def write_attempt(self) -> None:
         record = AttemptRecord(
@@ -192,8 +183,7 @@ class Supervisor:
             covered_before=self.covered,
             replicas=tuple(self._replica_record(r) for r in self.replicas),
         )
-        path = self.layout.attempt_record(self.task.shard, self.task.attempt)
-        replace_record(path, ATTEMPT_SCHEMA, record, clock=self.clock, operation="supervisor.attempt")
+        self.writer.write_attempt(record)
 
     @property
     def assigned_records(self) -> int | None:
@@ -301,8 +291,7 @@ class Supervisor:
 
     def _start_replicas(self) -> None:
         self.heartbeat.set_phase("servers_starting")
-        port_dir = self.attempt_dir / PORTS_DIR
-        port_dir.mkdir(parents=True, exist_ok=True)
+        port_dir = self.writer.make_ports_dir()
         site = container_site(self.plan, self.layout)
         for plan in self.plan.allocation.replicas:
             self._check_stop()
@@ -311,7 +300,8 @@ class Supervisor:
             started, monotonic = self.clock(), time.monotonic()
             try:
                 env = step_environment(plan, self.environ, self.plan.submission.environment)
-                process = spawn(argv, env=env, log=log, cwd=self.layout.run_dir)
+                with self.writer.open_log(log_step(plan)) as stream:
+                    process = spawn(argv, env=env, log=stream, cwd=self.layout.run_dir)
             except OSError as exc:
                 raise AttemptEnded(
                     "server_failed_to_start", f"cannot run {argv[0]!r} for {plan.alias}-r{plan.replica}: {exc}"
@@ -325,7 +315,7 @@ class Supervisor:
         self.write_attempt()
 
     def _wait_ready(self) -> None:
-        port_dir = self.attempt_dir / PORTS_DIR
+        port_dir = self.layout.ports_dir(self.task.shard, self.task.attempt)
         pending = list(self.replicas)
         models_waits: dict[str, str] = {}  # step -> why a healthy replica is not ready yet (GET /v1/models)
         while pending:
@@ -399,9 +389,8 @@ class Supervisor:
             aliases[endpoint.alias] = AliasEndpoints(
                 kind=endpoint.kind, base_urls=urls, model=endpoint.model, api_key_env=key_env
             )
-        path = self.attempt_dir / ENDPOINTS_RECORD
-        result = write_record_once(path, ENDPOINTS_SCHEMA, EndpointsRecord(aliases=aliases), clock=self.clock)
-        if isinstance(result, RecordConflict):
+        if not self.writer.write_endpoints(EndpointsRecord(aliases=aliases)):
+            path = self.layout.endpoints(self.task.shard, self.task.attempt)
             raise SetupError("invalid_config", f"{str(path)!r} already exists: the attempt directory was reused")
 
     def _run_client(self) -> None:
@@ -412,7 +401,7 @@ class Supervisor:
         env = {
             **passed_to(self.environ, self.plan.submission.environment, client.pass_environment),
             ENV_ATTEMPT_DIR: str(self.attempt_dir),
-            ENV_ENDPOINTS: str(self.attempt_dir / ENDPOINTS_RECORD),
+            ENV_ENDPOINTS: str(self.layout.endpoints(self.task.shard, self.task.attempt)),
             # The host's order of sampler draws follows set iteration order: a fixed hash seed keeps a
             # shard's sampler values the same from run to run (docs/architecture/sharding.md).
             "PYTHONHASHSEED": "0",
@@ -420,7 +409,8 @@ class Supervisor:
         log = self.layout.log_file(self.task.shard, self.task.attempt, "client")
         argv = tuple(client_command(self.plan, argv, layout=self.layout, environ=env))
         try:
-            self.client = spawn(argv, env=env, log=log, cwd=self.layout.run_dir)
+            with self.writer.open_log("client") as stream:
+                self.client = spawn(argv, env=env, log=stream, cwd=self.layout.run_dir)
         except OSError as exc:
             raise AttemptEnded(
                 "client_error", f"cannot start the client worker {argv[0]!r}: {exc}", step="client"
@@ -579,7 +569,5 @@ class Supervisor:
         self.say(f"{ended.status}: {ended}")
         for line in ended.tail:
             self.say(f"  | {line}")
-        path = self.layout.status(self.task.shard, self.task.attempt)
-        result = write_record_once(path, STATUS_SCHEMA, record, clock=self.clock, operation="supervisor.status")
-        if isinstance(result, RecordConflict):
-            self.say(f"{path} already exists; not replaced")
+        if not self.writer.write_status(record):
+            self.say(f"{self.layout.status(self.task.shard, self.task.attempt)} already exists; not replaced")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import redact
 from data_designer.slurm.contracts.records import CLIENT_ERROR_SCHEMA, ClientErrorRecord
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
+from data_designer.slurm.runtime.store import RecordOk, read_record
 
 QUOTED_LINE_LIMIT = 300
 """The most characters of the client's last log line a message quotes."""

@@ -34,7 +34,7 @@ from typing import NamedTuple
 from data_designer.slurm.contracts import ExecutionPlan, ImagePlan, InternalError, ReplicaPlan
 from data_designer.slurm.planner import escape_braces
 from data_designer.slurm.runtime import _launch
-from data_designer.slurm.runtime.store._layout import RunLayout
+from data_designer.slurm.runtime.store import RunLayout
 from data_designer.slurm.runtime.supervisor._environment import SetupError
 
 LAUNCHER_FILE = Path(_launch.__file__).resolve()

@@ -19,12 +19,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_designer.slurm.contracts import ExecutionPlan, SlurmExtensionError, __version__
+from data_designer.slurm.contracts import ExecutionPlan, InvalidInputError, SlurmExtensionError, __version__
 from data_designer.slurm.contracts.records import FinalStatus
 from data_designer.slurm.planner import bind_argv, satisfies
 from data_designer.slurm.runtime._versions import installed_version
-from data_designer.slurm.runtime.store._layout import RUNS_DIR, RunLayout
-from data_designer.slurm.runtime.store._plan import digest_problem, load_plan_file
+from data_designer.slurm.runtime.store import RunLayout, digest_problem, load_plan_file
 
 LOCKSTEP_PACKAGES = (
     "data-designer-slurm-contracts",
@@ -68,13 +67,10 @@ def load_plan(path: Path) -> ExecutionPlan:
 
 def run_layout(run_dir: Path) -> RunLayout:
     """The layout of the run whose directory is ``run_dir`` (``<workspace>/runs/<run id>``)."""
-    run_dir = run_dir.absolute()
-    if run_dir.parent.name != RUNS_DIR:
-        raise SetupError("invalid_config", f"{str(run_dir)!r} is not a run directory (<workspace>/{RUNS_DIR}/<id>)")
     try:
-        return RunLayout.of(run_dir.parent.parent, run_dir.name)
-    except Exception as exc:  # InvalidInputError: not a run id
-        raise SetupError("invalid_config", f"{str(run_dir)!r} is not a run directory: {exc}") from exc
+        return RunLayout.of_run_dir(run_dir.absolute())
+    except InvalidInputError as exc:
+        raise SetupError("invalid_config", exc.info.message) from exc
 
 
 def identify_task(plan: ExecutionPlan, environ: Mapping[str, str]) -> TaskIdentity:

@@ -6,10 +6,9 @@ import os
 import socket
 import sys
 import threading
-from pathlib import Path
 
-from data_designer.slurm.contracts.records import HEARTBEAT_SCHEMA, HeartbeatRecord, Phase
-from data_designer.slurm.runtime.store._record_io import Clock, replace_record, system_clock
+from data_designer.slurm.contracts.records import HeartbeatRecord, Phase
+from data_designer.slurm.runtime.store import AttemptWriter
 
 DEFAULT_HEARTBEAT_S = 5.0
 
@@ -17,10 +16,9 @@ DEFAULT_HEARTBEAT_S = 5.0
 class Heartbeat:
     """Beats at once on :meth:`start`, then every ``interval_s`` and on every phase change, until :meth:`stop`."""
 
-    def __init__(self, path: Path, *, interval_s: float = DEFAULT_HEARTBEAT_S, clock: Clock = system_clock) -> None:
-        self._path = path
+    def __init__(self, writer: AttemptWriter, *, interval_s: float = DEFAULT_HEARTBEAT_S) -> None:
+        self._writer = writer
         self._interval_s = interval_s
-        self._clock = clock
         self._phase: Phase = "starting"
         self._beat = 0
         self._lock = threading.Lock()
@@ -43,11 +41,15 @@ class Heartbeat:
     def beat(self) -> None:
         with self._lock:
             record = HeartbeatRecord(
-                pid=os.getpid(), hostname=socket.gethostname(), phase=self._phase, beat=self._beat, time=self._clock()
+                pid=os.getpid(),
+                hostname=socket.gethostname(),
+                phase=self._phase,
+                beat=self._beat,
+                time=self._writer.clock(),
             )
             self._beat += 1
             try:
-                replace_record(self._path, HEARTBEAT_SCHEMA, record, clock=self._clock, operation="heartbeat")
+                self._writer.write_heartbeat(record)
             except Exception as exc:  # a missed beat is evidence for observers, never a reason to stop the attempt
                 print(f"supervisor: heartbeat not written: {exc}", file=sys.stderr)
 

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import ExecutionPlan, ImagePlan, SlurmExtensionError
 from data_designer.slurm.runtime.images import ImageRegistry, cached_digest
-from data_designer.slurm.runtime.store._permissions import modes_for
-from data_designer.slurm.runtime.store._record_io import Clock, system_clock
+from data_designer.slurm.runtime.store import Clock, modes_for, system_clock
 from data_designer.slurm.runtime.supervisor._environment import SetupError
 
 

@@ -31,11 +31,19 @@ from data_designer.slurm.contracts.records import (
     EXIT_NOT_OURS,
 )
 from data_designer.slurm.planner import RETRY_ATTEMPT_ENV
-from data_designer.slurm.runtime.scheduler._command import CommandRunner, SubprocessRunner
-from data_designer.slurm.runtime.store._claims import AlreadyClaimed, claim, next_attempt_number, owner_from_environment
-from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._permissions import PRIVATE_MODES, apply_umask, modes_for
-from data_designer.slurm.runtime.store._record_io import Clock, system_clock
+from data_designer.slurm.runtime.scheduler import CommandRunner, SubprocessRunner
+from data_designer.slurm.runtime.store import (
+    PRIVATE_MODES,
+    AlreadyClaimed,
+    AttemptWriter,
+    Clock,
+    RunLayout,
+    apply_umask,
+    claim_next_attempt,
+    modes_for,
+    owner_from_environment,
+    system_clock,
+)
 from data_designer.slurm.runtime.supervisor._attempt import DEFAULT_POLL_S, DEFAULT_STOP_GRACE_S, Supervisor
 from data_designer.slurm.runtime.supervisor._environment import (
     SetupError,
@@ -60,11 +68,8 @@ def claim_attempt(layout: RunLayout, task: TaskIdentity, environ: Mapping[str, s
     """
     owner = owner_from_environment(environ, clock=clock)
     if environ.get(RETRY_ATTEMPT_ENV) == "next":  # a retry submission (planner.bind_retry)
-        taken = next_attempt_number(layout.attempts_dir(task.shard), owner)
-        return replace(task, attempt=taken.number)
-    path = layout.claim(task.shard, task.attempt)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    result = claim(path, owner.model_copy(update={"attempt": task.attempt}))
+        return replace(task, attempt=claim_next_attempt(layout, task.shard, owner).number)
+    result = AttemptWriter(layout, task.shard, task.attempt).claim(owner)
     if not isinstance(result, AlreadyClaimed):
         return task
     held = result.owner
@@ -76,8 +81,7 @@ def claim_attempt(layout: RunLayout, task: TaskIdentity, environ: Mapping[str, s
     )
     if not requeued:
         raise AttemptTaken(f"attempt {task.attempt} of shard {task.shard} is already claimed by {held}")
-    taken = next_attempt_number(layout.attempts_dir(task.shard), owner)
-    return replace(task, attempt=taken.number)
+    return replace(task, attempt=claim_next_attempt(layout, task.shard, owner).number)
 
 
 def _parser() -> argparse.ArgumentParser:

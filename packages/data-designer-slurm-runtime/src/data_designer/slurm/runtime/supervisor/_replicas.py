@@ -23,12 +23,13 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from data_designer.slurm.contracts import ReplicaPlan
 from data_designer.slurm.contracts.records import PORT_SCHEMA, PortRecord
 from data_designer.slurm.runtime import _launch
 from data_designer.slurm.runtime._launch import port_record_name
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
+from data_designer.slurm.runtime.store import RecordOk, read_record
 from data_designer.slurm.runtime.supervisor._containers import (
     ContainerSite,
     job_has_gpus,
@@ -192,19 +193,18 @@ class ReplicaProcess:
         return ok, ready_at
 
 
-def spawn(argv: Sequence[str], *, env: Mapping[str, str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
-    """Start ``argv`` in its own session (so it can be stopped as a group), stdout and stderr into ``log``."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as stream:
-        return subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=stream,
-            stderr=subprocess.STDOUT,
-            env=dict(env),
-            cwd=cwd,
-            start_new_session=True,
-        )
+def spawn(argv: Sequence[str], *, env: Mapping[str, str], log: BinaryIO, cwd: Path) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own session (so it can be stopped as a group), stdout and stderr into the open ``log``
+    (``AttemptWriter.open_log``; the child keeps its own descriptor)."""
+    return subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=dict(env),
+        cwd=cwd,
+        start_new_session=True,
+    )
 
 
 def stop_processes(processes: Sequence[subprocess.Popen[bytes]], *, grace_s: float) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from data_designer.slurm.runtime.scheduler._command import CommandRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner
 from data_designer.slurm.runtime.supervisor._environment import SetupError
 
 SCONTROL_TIMEOUT_S = 30.0

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from data_designer.slurm.contracts.records import FinalStatus
-from data_designer.slurm.runtime.scheduler._command import CommandRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner
 
 SCONTROL_TIMEOUT_S = 3.0
 """Short: under SIGTERM the job has only Slurm's ``KillWait`` left."""

@@ -6,9 +6,8 @@ import os
 import socket
 from collections.abc import Sequence
 
-from data_designer.slurm.contracts.records import ATTEMPT_SCHEMA, AttemptRecord, IndexRange
-from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._record_io import system_clock, write_record_once
+from data_designer.slurm.contracts.records import AttemptRecord, IndexRange
+from data_designer.slurm.runtime.store import AttemptWriter, RunLayout, system_clock
 
 
 def assign_attempt(
@@ -32,5 +31,5 @@ def assign_attempt(
         heartbeat_interval_s=5.0,
         assigned=tuple(IndexRange(start, stop) for start, stop in assigned),
     )
-    write_record_once(layout.attempt_record(shard, attempt), ATTEMPT_SCHEMA, record)
+    AttemptWriter(layout, shard, attempt).write_attempt(record)
     return record

@@ -5,16 +5,13 @@ replica) with the shard count asked for, and writes what ``execute`` writes (``i
 ``run.json``, ``submissions/0001.json``), then for every shard the files its outcome leaves
 (:data:`ShardOutcome`): a finished shard's claim, attempt, port, endpoints, heartbeat, progress, output part
 and manifest, status and logs, a running shard's live records, a preflight failure's ``slurm-*.err``...
-Every record is a real one: the payload models validate and the bytes are the store's encoding, so
-``read_record`` answers ``RecordOk``.
+Every file is written by the store's verbs (``RunLayout``'s paths, the store's encoding), so every record is a real
+one and ``read_record`` answers ``RecordOk``.
 
-Speed over durability: the run-level records go through the store's writers, but a shard's files are written
-with a plain exclusive create (``O_CREAT | O_EXCL``), without the temporary file, ``fsync`` and ``link(2)`` of
-:func:`~data_designer.slurm.runtime.store.write_record_once`: a test fixture needs the bytes, not crash safety,
-and the fsyncs would make 10,000 shards take minutes instead of seconds. The exclusive create still refuses to
-overwrite anything. Their bytes come from ``json.dumps`` directly instead of ``encode_record`` (whose generic
-canonicaliser was most of the time); the first record of each schema is compared with ``encode_record``'s bytes.
-With 10,000 shards the filesystem is the floor: about 7 s of the writing is Python, the rest is the disk.
+Speed over durability: the run-level records are written as ``execute`` writes them, but a shard's files by a
+``AttemptWriter(durable=False)``: each created exclusively in place, without the temporary file, ``fsync`` and
+``link(2)``. A test fixture needs the bytes, not crash safety, and the fsyncs would make 10,000 shards take
+minutes instead of seconds; the exclusive create still refuses to overwrite anything.
 
 :func:`register_run_jobs` puts the run's array jobs into a :class:`FakeCluster` (or :class:`FakeSlurm`) with
 each task in the state its shard's outcome implies (:data:`OUTCOME_TASK_STATES`), so ``squeue`` and
@@ -27,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import os
 import platform
 import sys
 from collections.abc import Callable, Sequence
@@ -44,28 +40,18 @@ from data_designer.slurm.contracts import (
     InternalError,
     ReplicaPlan,
     ShardPlan,
-    SubmissionBinding,
     SubmissionChunk,
 )
 from data_designer.slurm.contracts import __version__ as runtime_version
 from data_designer.slurm.contracts.records import (
     ATTEMPT_COLUMN,
-    ATTEMPT_SCHEMA,
-    CLAIM_SCHEMA,
-    ENDPOINTS_SCHEMA,
     EXIT_CODES,
-    HEARTBEAT_SCHEMA,
     INDEX_COLUMN,
-    INPUTS_SCHEMA,
-    MANIFEST_SCHEMA,
     PLAN_DIGEST_COLUMN,
-    PORT_SCHEMA,
-    PROGRESS_SCHEMA,
     PROVENANCE_COLUMNS,
     RUN_ID_COLUMN,
     RUN_SCHEMA,
     SHARD_COLUMN,
-    STATUS_SCHEMA,
     SUBMISSION_SCHEMA,
     AliasEndpoints,
     AttemptRecord,
@@ -80,7 +66,6 @@ from data_designer.slurm.contracts.records import (
     InputsManifest,
     ModelUsage,
     OutputManifest,
-    OutputPart,
     Phase,
     PortRecord,
     RecordSchema,
@@ -89,46 +74,33 @@ from data_designer.slurm.contracts.records import (
     Routing,
     RunRecord,
     StatusRecord,
-    SubmissionRecord,
     SubmittedJob,
     Timings,
     WorkerProgress,
     WorkerState,
 )
-from data_designer.slurm.planner import bind_submission, canonical_json, compile, load_run, resolve_config
-from data_designer.slurm.runtime._launch import port_record_name
-from data_designer.slurm.runtime.store._layout import (
-    ATTEMPT_RECORD,
-    ATTEMPTS_DIR,
-    CLAIM_FILE,
-    ENDPOINTS_RECORD,
-    HEARTBEAT_RECORD,
-    LOGS_DIR,
-    MANIFEST,
-    OUTPUT_DIR,
-    PART_WIDTH,
-    PORTS_DIR,
-    PROGRESS_RECORD,
-    STATUS_RECORD,
-    RunId,
-    RunLayout,
-    format_attempt,
-    format_shard,
-)
-from data_designer.slurm.runtime.store._record_io import (
+from data_designer.slurm.planner import bind_submission, compile, load_run, resolve_config
+from data_designer.slurm.runtime.store import (
+    PRIVATE_MODES,
+    AttemptWriter,
     Clock,
     RecordOk,
-    append_record,
-    encode_record,
+    RunId,
+    RunLayout,
+    create_run_directory,
     format_timestamp,
-    publish_bytes_once,
     read_record,
+    record_submission,
     sequence_numbers,
+    submission_binding,
     system_clock,
-    write_record_once,
+    write_batch_log,
+    write_input,
+    write_inputs_manifest,
+    write_plan,
+    write_run_record,
 )
-from data_designer.slurm.runtime.supervisor._heartbeat import DEFAULT_HEARTBEAT_S
-from data_designer.slurm.runtime.supervisor._replicas import LOOPBACK, bind_host, log_step, step_name
+from data_designer.slurm.runtime.supervisor import DEFAULT_HEARTBEAT_S, LOOPBACK, bind_host, log_step, step_name
 from data_designer.slurm.runtime.testing._fake_state import Behaviour, FakeCluster, FakeJob, FakeTask
 from data_designer.slurm.runtime.testing._plans import writer_run
 
@@ -161,8 +133,6 @@ supervisor's exit code for a classified ending, the preflight's 6 for ``no_attem
 ``CANCELLED by <uid>`` with signal 15 for a cancel."""
 
 RUN_NAME = "status-bench"
-JOB_NAME_PREFIX = "dd-"
-"""As ``execute`` names jobs (``services._execute.JOB_NAME_PREFIX``, which the runtime may not import)."""
 PREFLIGHT_ERROR_TEXT = (
     "Traceback (most recent call last):\n"
     '  File "<string>", line 1, in <module>\n'
@@ -179,6 +149,7 @@ _DATA_COLUMNS = (ColumnType(name="a", type="string"),)
 _PROVENANCE_TYPES = ("int64", "string", "string", "int32", "int32")
 _SUBMIT_DELAY = timedelta(seconds=3)
 _FIRST_START = timedelta(seconds=90)
+_OPERATION = "testing.write_run_directory"
 
 
 def write_run_directory(
@@ -213,13 +184,11 @@ def write_run_directory(
     layout = RunLayout(root, RunId(RUN_NAME, created, f"{shards % 0x1000000:06x}"))
     facts = ClusterFacts(gpus_per_node=2, max_array_size=max_array_size)
     plan, run_text = _compile(root, shards, records, facts, max_concurrent_shards)
-    binding = SubmissionBinding(
-        run_id=str(layout.run_id), run_dir=str(layout.run_dir), job_name_prefix=f"{JOB_NAME_PREFIX}{layout.run_id}"
-    )
+    binding = submission_binding(layout)
     unit = bind_submission(plan, binding)
-    layout.run_dir.mkdir(parents=True)
+    create_run_directory(layout, PRIVATE_MODES)
     _write_inputs(layout, run_text, created)
-    publish_bytes_once(layout.plan_record, canonical_json(plan.model_dump(mode="json")))
+    write_plan(layout, plan, operation=_OPERATION)
     record = RunRecord(
         run_id=str(layout.run_id),
         name=RUN_NAME,
@@ -235,7 +204,7 @@ def write_run_directory(
         binding=binding,
         unit=unit,
     )
-    write_record_once(layout.run_record, RUN_SCHEMA, record, clock=lambda: created)
+    write_run_record(layout, record, clock=lambda: created, operation=_OPERATION)
     submitted = created + _SUBMIT_DELAY
     ids = [str(job_id_start + chunk.chunk) for chunk in unit.chunks] if job_ids is None else list(job_ids)
     if len(ids) != len(unit.chunks):
@@ -244,10 +213,7 @@ def write_run_directory(
             code="job_ids_mismatch",
         )
     jobs = tuple(_submitted_job(chunk, job_id) for chunk, job_id in zip(unit.chunks, ids, strict=True))
-    submission = SubmissionRecord(
-        submitted_at=submitted, jobs=jobs, submitted=len(jobs), recovered=0, sbatch_calls=len(jobs)
-    )
-    append_record(layout.submissions_dir, SUBMISSION_SCHEMA, submission, clock=lambda: submitted)
+    record_submission(layout, jobs, sbatch_calls=len(jobs), clock=lambda: submitted, operation=_OPERATION)
     writer = _ShardWriter(layout, plan, now=now, submitted=submitted, parquet=parquet_parts, text_bytes=part_text_bytes)
     shard_plans = {s.shard: s for s in plan.shards}
     pick = outcome or _all_succeeded
@@ -352,10 +318,12 @@ def _compile(
 def _write_inputs(layout: RunLayout, run_text: str, when: datetime) -> None:
     data = run_text.encode("utf-8")
     name = f"{RUN_NAME}.json"
-    publish_bytes_once(layout.input_file("run", name), data)
-    source = str(layout.root / name)
-    file = InputFile(role="run", source=source, path=f"inputs/run/{name}", sha256=_sha256(data), size=len(data))
-    write_record_once(layout.inputs_manifest, INPUTS_SCHEMA, InputsManifest(files=(file,)), clock=lambda: when)
+    write_input(layout, ("run", name), data, mode=PRIVATE_MODES.file, operation=_OPERATION)
+    digest = hashlib.sha256(data).hexdigest()
+    file = InputFile(
+        role="run", source=str(layout.root / name), path=f"inputs/run/{name}", sha256=digest, size=len(data)
+    )
+    write_inputs_manifest(layout, InputsManifest(files=(file,)), clock=lambda: when, operation=_OPERATION)
 
 
 def _submitted_job(chunk: SubmissionChunk, job_id: str) -> SubmittedJob:
@@ -398,25 +366,15 @@ class _ShardWriter:
             *(ColumnType(name=n, type=t) for n, t in zip(PROVENANCE_COLUMNS, _PROVENANCE_TYPES, strict=True)),
         )
         self.arrow_schema = "\n".join(f"{c.name}: {c.type}" for c in self.columns)
-        self.checked: set[str] = set()
-        self.shards_dir = str(layout.shards_dir)
 
     def write(self, shard: ShardPlan, job: SubmittedJob, index: int, outcome: ShardOutcome) -> None:
         if outcome == "pending":
             return
         if outcome == "no_attempt":
-            _put_bytes(self.layout.batch_log(job.job_name, index, "out"), b"")
-            _put_bytes(self.layout.batch_log(job.job_name, index, "err"), PREFLIGHT_ERROR_TEXT.encode())
+            write_batch_log(self.layout, job.job_name, index, "out", b"")
+            write_batch_log(self.layout, job.job_name, index, "err", PREFLIGHT_ERROR_TEXT.encode())
             return
         _Attempt(self, shard, job, index, outcome).write()
-
-    def put(self, path: str, schema: RecordSchema[M], payload: M, when: datetime) -> None:
-        data = _encode(schema, payload, when)
-        if schema.name not in self.checked:  # the fast encoding must be the store's, byte for byte
-            if data != encode_record(schema, payload, written_at=when)[0]:
-                raise InternalError(f"the fast encoding of {schema.name!r} drifted from the store's", code="encoding")
-            self.checked.add(schema.name)
-        _put_bytes(path, data)
 
 
 class _Attempt:
@@ -441,9 +399,7 @@ class _Attempt:
             self.start = writer.now - timedelta(seconds=600 + k % 60)
         else:  # staggered over ten minutes after the submission
             self.start = writer.submitted + _FIRST_START + timedelta(seconds=k % 600)
-        # String paths spelled as RunLayout spells them (the tests read back through RunLayout): pathlib's
-        # joins were a third of the time.
-        self.dir = f"{writer.shards_dir}/{format_shard(k)}/{ATTEMPTS_DIR}/{format_attempt(1)}"
+        self.files = AttemptWriter(writer.layout, k, 1, durable=False)
 
     def at(self, seconds: float) -> datetime:
         """The time ``seconds`` after the supervisor started."""
@@ -451,15 +407,12 @@ class _Attempt:
 
     def write(self) -> None:
         outcome = self.outcome
-        os.makedirs(f"{self.dir}/{PORTS_DIR}")
-        os.mkdir(f"{self.dir}/{LOGS_DIR}")
-        os.mkdir(f"{self.dir}/{OUTPUT_DIR}")
         self._claim()
         client = outcome != "failed_server"
         self._attempt(ready=client)
         self._port()
         if client:
-            self.w.put(f"{self.dir}/{ENDPOINTS_RECORD}", ENDPOINTS_SCHEMA, self._endpoints(), self.at(34.51))
+            self.files.at(self.at(34.51)).write_endpoints(self._endpoints())
         {
             "succeeded": self._succeeded,
             "running": self._running,
@@ -543,7 +496,7 @@ class _Attempt:
             restart_count=0,
             time=self.start,
         )
-        self.w.put(f"{self.dir}/{CLAIM_FILE}", CLAIM_SCHEMA, owner, owner.time)
+        self.files.claim(owner)
 
     def _port_record(self) -> PortRecord:
         return PortRecord(
@@ -562,8 +515,7 @@ class _Attempt:
 
     def _port(self) -> None:
         record = self._port_record()
-        name = port_record_name(record.alias, record.replica, record.task)
-        self.w.put(f"{self.dir}/{PORTS_DIR}/{name}", PORT_SCHEMA, record, record.probed_at)
+        self.files.at(record.probed_at).write_port(record)
 
     def _attempt(self, *, ready: bool) -> None:
         replica = ReplicaRecord(
@@ -602,7 +554,7 @@ class _Attempt:
             assigned=(self.shard.range,),
             replicas=(replica,),
         )
-        self.w.put(f"{self.dir}/{ATTEMPT_RECORD}", ATTEMPT_SCHEMA, record, self.at(34.6) if ready else self.at(1.2))
+        self.files.at(self.at(34.6) if ready else self.at(1.2)).write_attempt(record)
 
     def _endpoints(self) -> EndpointsRecord:
         alias = AliasEndpoints(
@@ -613,11 +565,11 @@ class _Attempt:
     def _heartbeat(self, phase: Phase, when: datetime) -> None:
         beat = int((when - self.start).total_seconds() // DEFAULT_HEARTBEAT_S)
         record = HeartbeatRecord(pid=self.pid, hostname=self.node, phase=phase, beat=beat, time=when)
-        self.w.put(f"{self.dir}/{HEARTBEAT_RECORD}", HEARTBEAT_SCHEMA, record, when)
+        self.files.at(when).write_heartbeat(record)
 
     def _progress(self, state: WorkerState, done: int, when: datetime) -> None:
         record = WorkerProgress(shard=self.k, attempt=1, state=state, records_total=self.total, records_done=done)
-        self.w.put(f"{self.dir}/{PROGRESS_RECORD}", PROGRESS_SCHEMA, record, when)
+        self.files.at(when).write_progress(record)
 
     def _output(
         self, produced: tuple[IndexRange, ...], generation_s: float, finished: datetime, drained: Drained | None
@@ -631,13 +583,9 @@ class _Attempt:
                 + f"not Parquet: run {self.w.run_id} shard {self.k} attempt 1 rows [{item.start}, {item.stop})\n".encode()
                 + b"PAR1"
             )
-            name = f"part-{number:0{PART_WIDTH}d}.parquet"
-            _put_bytes(f"{self.dir}/{OUTPUT_DIR}/{name}", data)
-            parts.append(
-                OutputPart(
-                    path=name, records=item.records, first_index=item.start, sha256=_sha256(data), bytes=len(data)
-                )
-            )
+            part = self.files.publish_part(number, data, records=item.records, first_index=item.start)
+            assert part is not None  # durable=False raises FileExistsError instead
+            parts.append(part)
         records = sum(item.records for item in produced)
         started = self._worker_started
         manifest = OutputManifest(
@@ -672,7 +620,7 @@ class _Attempt:
             runtime_version=runtime_version,
             python=platform.python_version(),
         )
-        self.w.put(f"{self.dir}/{OUTPUT_DIR}/{MANIFEST}", MANIFEST_SCHEMA, manifest, finished)
+        self.files.at(finished).publish_manifest(manifest)
 
     def _usage(self, records: int) -> ModelUsage:
         routing = Routing(
@@ -719,7 +667,7 @@ class _Attempt:
             started_at=self.start,
             finished_at=finished,
         )
-        self.w.put(f"{self.dir}/{STATUS_RECORD}", STATUS_SCHEMA, record, finished)
+        self.files.at(finished).write_status(record)
         self._heartbeat("stopping", finished + timedelta(seconds=0.01))
 
     # -- logs
@@ -736,16 +684,12 @@ class _Attempt:
             lines.append((self.at(34.6), f"client worker started: {' '.join(self.w.plan.allocation.client.argv)}"))
         if ended is not None and last is not None:
             lines.append((ended + timedelta(seconds=0.6), last))
-        text = "".join(f"{format_timestamp(when)} supervisor: {line}\n" for when, line in lines)
-        _put_bytes(self._log("supervisor"), text.encode())
-        server = "".join(line + "\n" for line in self._server_lines(failed=not client))
-        _put_bytes(self._log(self.w.server_log), server.encode())
+        self.files.append_log(
+            "supervisor", "".join(f"{format_timestamp(when)} supervisor: {line}\n" for when, line in lines)
+        )
+        self.files.append_log(self.w.server_log, "".join(line + "\n" for line in self._server_lines(failed=not client)))
         if client:
-            body = "".join(line + "\n" for line in self._client_lines(done=done))
-            _put_bytes(self._log("client"), body.encode())
-
-    def _log(self, step: str) -> str:
-        return f"{self.dir}/{LOGS_DIR}/{step}.log"
+            self.files.append_log("client", "".join(line + "\n" for line in self._client_lines(done=done)))
 
     def _server_lines(self, *, failed: bool) -> tuple[str, ...]:
         head = (
@@ -849,38 +793,6 @@ def _all_succeeded(_shard: int) -> ShardOutcome:
 def _generation(records: int) -> timedelta:
     """How long a shard's generation takes in the fake timeline."""
     return timedelta(seconds=8.0 + 0.5 * records)
-
-
-def _put_bytes(path: str | Path, data: bytes) -> None:
-    # Exclusive create: a fixture never overwrites. No temporary file, fsync or link (see the module doc).
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-
-
-def _encode(schema: RecordSchema[M], payload: M, when: datetime) -> bytes:
-    """``encode_record``'s bytes without its generic canonicaliser: ``model_dump(mode="json")`` yields only JSON
-    values, whose canonical JSON is ``json.dumps`` with sorted keys (no -0.0 or NaN in these records)."""
-    body: dict[str, object] = {
-        "schema_name": schema.name,
-        "schema_version": schema.version,
-        "written_at": format_timestamp(when),
-        "payload": payload.model_dump(mode="json"),
-    }
-    body["checksum"] = hashlib.sha256(_json(body)).hexdigest()
-    return _json(body) + b"\n"
-
-
-def _json(value: object) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _int(text: str) -> int | None:

@@ -11,8 +11,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from data_designer.slurm.contracts.records import RecordSchema
-from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record
+from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
 
 M = TypeVar("M", bound=BaseModel)
 

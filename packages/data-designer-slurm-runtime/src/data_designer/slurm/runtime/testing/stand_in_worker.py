@@ -32,12 +32,9 @@ from types import FrameType
 from data_designer.slurm.contracts import __version__
 from data_designer.slurm.contracts.records import (
     ATTEMPT_SCHEMA,
-    CLIENT_ERROR_SCHEMA,
-    ENV_ATTEMPT_DIR,
     ENV_ENDPOINTS,
     EXIT_CLIENT_ERROR,
     EXIT_DRAINED,
-    MANIFEST_SCHEMA,
     ClientErrorRecord,
     Drained,
     DrainSignal,
@@ -45,11 +42,10 @@ from data_designer.slurm.contracts.records import (
     OutputManifest,
     Timings,
 )
-from data_designer.slurm.runtime.store._layout import ATTEMPT_RECORD, CLIENT_ERROR_RECORD, MANIFEST, OUTPUT_DIR
-from data_designer.slurm.runtime.store._record_io import RecordOk, read_record, system_clock, write_record_once
+from data_designer.slurm.runtime.store import AttemptWriter, RecordOk, RunLayout, read_record, system_clock
 
 
-def call_endpoints(attempt_dir: Path, endpoints_path: Path, argv: Sequence[str]) -> None:
+def call_endpoints(writer: AttemptWriter, endpoints_path: Path, argv: Sequence[str]) -> None:
     aliases = json.loads(endpoints_path.read_text())["payload"]["aliases"]
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     answers = []
@@ -63,14 +59,14 @@ def call_endpoints(attempt_dir: Path, endpoints_path: Path, argv: Sequence[str])
             with opener.open(request, timeout=10) as answer:
                 reply = json.load(answer)
             answers.append({"alias": alias, "base_url": base_url, "text": reply["choices"][0]["message"]["content"]})
-    (attempt_dir / "stand-in-answers.json").write_text(json.dumps({"argv": list(argv), "answers": answers}))
+    writer.publish_file("stand-in-answers.json", json.dumps({"argv": list(argv), "answers": answers}).encode())
 
 
 def stand_in_manifest(
-    attempt_dir: Path, *, partial: DrainSignal | None = None, records_of: Sequence[IndexRange] | None = None
+    writer: AttemptWriter, *, partial: DrainSignal | None = None, records_of: Sequence[IndexRange] | None = None
 ) -> OutputManifest:
-    """A manifest for the attempt in ``attempt_dir`` (its ``attempt.json`` names run, shard and ranges)."""
-    found = read_record(attempt_dir / ATTEMPT_RECORD, ATTEMPT_SCHEMA)
+    """A manifest for the writer's attempt (its ``attempt.json`` names run, shard and ranges)."""
+    found = read_record(writer.layout.attempt_record(writer.shard, writer.attempt), ATTEMPT_SCHEMA)
     assert isinstance(found, RecordOk), f"stand-in: no attempt.json: {found.status}"
     attempt = found.payload
     assigned = attempt.assigned or ()
@@ -122,14 +118,11 @@ STAND_IN_CLIENT_ERROR = ClientErrorRecord(
 """What the ``client-error`` mode records."""
 
 
-def _publish(attempt_dir: Path, manifest: OutputManifest) -> None:
-    write_record_once(attempt_dir / OUTPUT_DIR / MANIFEST, MANIFEST_SCHEMA, manifest)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     mode = os.environ.get("STAND_IN_MODE", "ok")
-    attempt_dir = Path(os.environ[ENV_ATTEMPT_DIR])
+    shard, attempt = (int(args[args.index(flag) + 1]) for flag in ("--shard", "--attempt"))
+    writer = AttemptWriter(RunLayout.of_run_dir(Path.cwd()), shard, attempt)  # started in the run directory
     received: list[DrainSignal] = []
     woken = threading.Event()
 
@@ -139,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     for signum in (signal.SIGUSR1, signal.SIGTERM):
         signal.signal(signum, on_signal)
-    call_endpoints(attempt_dir, Path(os.environ[ENV_ENDPOINTS]), args)
+    call_endpoints(writer, Path(os.environ[ENV_ENDPOINTS]), args)
     if mode == "sleep-undrained":
         for signum in (signal.SIGUSR1, signal.SIGTERM):
             signal.signal(signum, signal.SIG_DFL)
@@ -150,19 +143,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("stand-in: sleeping", flush=True)
         woken.wait(600)
         if received:
-            _publish(attempt_dir, stand_in_manifest(attempt_dir, partial=received[0], records_of=()))
+            writer.publish_manifest(stand_in_manifest(writer, partial=received[0], records_of=()))
             print(f"stand-in: drained on {received[0]}", flush=True)
             return EXIT_DRAINED
         return 0
     if mode == "client-error":
-        write_record_once(attempt_dir / CLIENT_ERROR_RECORD, CLIENT_ERROR_SCHEMA, STAND_IN_CLIENT_ERROR)
+        writer.write_client_error(STAND_IN_CLIENT_ERROR)
         print("stand-in: failing with a client-error.json", file=sys.stderr, flush=True)
         return EXIT_CLIENT_ERROR
     if mode.startswith("exit"):
         print(f"stand-in: failing with {mode}", file=sys.stderr, flush=True)
         return int(mode[4:])
     if mode == "ok":
-        _publish(attempt_dir, stand_in_manifest(attempt_dir))
+        writer.publish_manifest(stand_in_manifest(writer))
     return 0
 
 

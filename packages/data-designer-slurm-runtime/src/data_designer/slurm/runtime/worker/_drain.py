@@ -36,7 +36,7 @@ from types import FrameType
 from typing import Protocol
 
 from data_designer.slurm.contracts.records import EXIT_CLIENT_ERROR, DrainSignal
-from data_designer.slurm.runtime.store._record_io import system_clock
+from data_designer.slurm.runtime.store import system_clock
 
 DEFAULT_SETTLE_S = 1.0
 _POLL_S = 0.05

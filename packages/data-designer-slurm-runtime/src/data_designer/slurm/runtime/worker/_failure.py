@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 
 from data_designer.slurm.contracts import redact
 from data_designer.slurm.contracts.records import (
     CLIENT_ERROR_MESSAGE_LIMIT,
-    CLIENT_ERROR_SCHEMA,
     AliasEndpoints,
     ClientCause,
     ClientErrorRecord,
     WorkerFailure,
 )
-from data_designer.slurm.runtime.store._record_io import RecordWritten, write_record_once
+from data_designer.slurm.runtime.store import AttemptWriter
 from data_designer.slurm.runtime.worker._host import ConfigRejected
 from data_designer.slurm.runtime.worker._inputs import WorkerInputError
 
@@ -142,12 +140,13 @@ def _fix(
     return "read the traceback in logs/client.log; retry the run if the failure was transient"
 
 
-def write_client_error(path: Path, record: ClientErrorRecord) -> None:
+def write_client_error(writer: AttemptWriter, record: ClientErrorRecord) -> None:
     """Write the record once; a failure to write only logs (the exit code still classifies the ending)."""
+    path = writer.layout.client_error(writer.shard, writer.attempt)
     try:
-        written = write_record_once(path, CLIENT_ERROR_SCHEMA, record, operation="worker.client_error")
+        written = writer.write_client_error(record)
     except Exception as exc:  # a full or read-only filesystem: the supervisor falls back to the log
         print(f"ddslurm-worker: cannot write {str(path)!r}: {exc}", file=sys.stderr)
         return
-    if not isinstance(written, RecordWritten):
+    if not written:
         print(f"ddslurm-worker: {str(path)!r} already exists; not replaced", file=sys.stderr)

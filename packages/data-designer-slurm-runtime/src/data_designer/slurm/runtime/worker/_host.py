@@ -47,10 +47,8 @@ class ConfigRejected(Exception):
         self.fix = fix
 
 
-def prepare_environment(attempt_dir: Path) -> dict[str, str]:
-    """Point the host at the attempt directory and switch its phone-home off; returns what was set."""
-    home = attempt_dir / "home"
-    home.mkdir(parents=True, exist_ok=True)
+def prepare_environment(home: Path) -> dict[str, str]:
+    """Point the host at ``home`` (the attempt's) and switch its phone-home off; returns what was set."""
     settings = {
         "HOME": str(home),
         "DATA_DESIGNER_HOME": str(home / ".data-designer"),

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from data_designer.slurm.contracts import ExecutionPlan, ShardPlan, SlurmExtensionError
+from data_designer.slurm.contracts import ExecutionPlan, InvalidInputError, ShardPlan, SlurmExtensionError
 from data_designer.slurm.contracts.records import (
     ATTEMPT_SCHEMA,
     ENDPOINTS_SCHEMA,
@@ -28,10 +28,11 @@ from data_designer.slurm.contracts.records import (
     IndexRange,
     RecordSchema,
 )
-from data_designer.slurm.runtime.store._layout import ENDPOINTS_RECORD, RUNS_DIR, RunLayout
-from data_designer.slurm.runtime.store._plan import load_plan_file
-from data_designer.slurm.runtime.store._record_io import (
+from data_designer.slurm.runtime.store import (
+    AttemptWriter,
     RecordOk,
+    RunLayout,
+    load_plan_file,
     read_record,
     sequence_numbers,
 )
@@ -62,8 +63,8 @@ class WorkerInputs:
     ranges: tuple[IndexRange, ...]
 
     @property
-    def attempt_dir(self) -> Path:
-        return self.layout.attempt_dir(self.shard.shard, self.attempt)
+    def writer(self) -> AttemptWriter:
+        return AttemptWriter(self.layout, self.shard.shard, self.attempt)
 
     @property
     def concurrency(self) -> dict[str, int]:
@@ -94,13 +95,13 @@ def parse_args(argv: Sequence[str]) -> WorkerArgs:
 
 def load_inputs(args: WorkerArgs, env: Mapping[str, str]) -> WorkerInputs:
     plan = _load_plan(args.plan)
-    run_dir = args.plan.resolve().parent
-    if run_dir.parent.name != RUNS_DIR:
-        raise WorkerInputError(f"the plan {str(args.plan)!r} is not in a run directory (<workspace>/runs/<run id>/)")
     try:
-        layout = RunLayout.of(run_dir.parent.parent, run_dir.name)
+        layout = RunLayout.of_run_dir(args.plan.resolve().parent)
+    except InvalidInputError as exc:
+        raise WorkerInputError(f"the plan {str(args.plan)!r} is not in a run directory: {exc.info.message}") from exc
+    try:
         attempt_dir = layout.attempt_dir(args.shard, args.attempt)
-    except Exception as exc:  # InvalidInputError from the layout: a bad run id, shard or attempt number
+    except Exception as exc:  # InvalidInputError from the layout: a bad shard or attempt number
         raise WorkerInputError(str(exc)) from exc
     shards = [shard for shard in plan.shards if shard.shard == args.shard]
     if not shards:
@@ -111,7 +112,7 @@ def load_inputs(args: WorkerArgs, env: Mapping[str, str]) -> WorkerInputs:
             f"${ENV_ATTEMPT_DIR} is {given!r}, but shard {args.shard} attempt {args.attempt} "
             f"lives in {str(attempt_dir)!r}"
         )
-    endpoints_path = Path(env.get(ENV_ENDPOINTS) or attempt_dir / ENDPOINTS_RECORD)
+    endpoints_path = Path(env.get(ENV_ENDPOINTS) or layout.endpoints(args.shard, args.attempt))
     endpoints = _load_endpoints(endpoints_path, plan)
     shard = shards[0]
     return WorkerInputs(

@@ -35,7 +35,6 @@ from data_designer.slurm.contracts.records import (
     EXIT_DRAINED,
     EXIT_INVALID_CONFIG,
     EXIT_OK,
-    MANIFEST_SCHEMA,
     Drained,
     IndexRange,
     ModelUsage,
@@ -48,7 +47,7 @@ from data_designer.slurm.contracts.records import (
 )
 from data_designer.slurm.planner import derive_range_seed, normalise_ranges
 from data_designer.slurm.runtime._versions import installed_version
-from data_designer.slurm.runtime.store._record_io import RecordWritten, system_clock, write_record_once
+from data_designer.slurm.runtime.store import system_clock
 from data_designer.slurm.runtime.worker._drain import (
     CompletedBatch,
     Drain,
@@ -94,9 +93,6 @@ from data_designer.slurm.runtime.worker._output import (
     write_parts,
 )
 from data_designer.slurm.runtime.worker._router import Router, start_routers
-
-ARTIFACTS_DIR = "artifacts"
-"""The host's own artifacts (its batch files, metadata) under the attempt directory."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -148,7 +144,7 @@ class Session:
     def run(self) -> OutputManifest:
         """Generate the assigned ranges and publish parts and manifest; raises on any failure."""
         inputs = self.inputs
-        prepare_environment(inputs.attempt_dir)
+        prepare_environment(inputs.writer.make_worker_home())
         clock = time.perf_counter
         t0 = clock()
         self.host = host = import_host()
@@ -168,7 +164,7 @@ class Session:
         try:
             routed = {alias: router.base_url for alias, router in routers.items()}
             providers = rewrite_models(host, builder, inputs.endpoints, inputs.concurrency, routed)
-            artifacts = inputs.attempt_dir / ARTIFACTS_DIR
+            artifacts = inputs.layout.host_artifacts(inputs.shard.shard, inputs.attempt)
             batch_size = inputs.plan.allocation.client.batch_size
             designer, self.tap = make_designer(host, artifacts, providers, batch_size=batch_size)
             validate(designer, builder)
@@ -292,9 +288,8 @@ class Session:
             runtime_version=runtime_version,
             python=platform.python_version(),
         )
-        path = inputs.layout.output_manifest(inputs.shard.shard, inputs.attempt)
-        written = write_record_once(path, MANIFEST_SCHEMA, manifest, operation="worker.write_manifest")
-        if not isinstance(written, RecordWritten):
+        if not inputs.writer.publish_manifest(manifest):
+            path = inputs.layout.output_manifest(inputs.shard.shard, inputs.attempt)
             raise OutputConflict(f"the output manifest {str(path)!r} already exists")
         return manifest
 
@@ -380,7 +375,7 @@ def _record_failure(inputs: WorkerInputs, exc: BaseException, kind: WorkerFailur
     except Exception as failed:  # never let the explanation hide the failure itself
         print(f"ddslurm-worker: cannot explain the failure: {type(failed).__name__}: {failed}", file=sys.stderr)
         return
-    write_client_error(inputs.layout.client_error(inputs.shard.shard, inputs.attempt), record)
+    write_client_error(inputs.writer, record)
 
 
 def _fail(progress: ProgressWriter | None, kind: str, message: str) -> int:

@@ -8,7 +8,6 @@ batches can differ where a batch saw only nulls) and published with ``link(2)``,
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -22,7 +21,6 @@ from data_designer.slurm.contracts.records import (
     ATTEMPT_COLUMN,
     INDEX_COLUMN,
     PLAN_DIGEST_COLUMN,
-    PROGRESS_SCHEMA,
     PROVENANCE_COLUMNS,
     RUN_ID_COLUMN,
     SHARD_COLUMN,
@@ -32,8 +30,7 @@ from data_designer.slurm.contracts.records import (
     WorkerProgress,
     WorkerState,
 )
-from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._record_io import publish_bytes_once, replace_record
+from data_designer.slurm.runtime.store import AttemptWriter, RunLayout
 
 pq: Any = importlib.import_module("pyarrow.parquet")
 """pyarrow.parquet (its functions carry no annotations, so it is used as Any)."""
@@ -104,7 +101,7 @@ def write_parts(
     """Publish one part per host batch file, given as (file, global index of its first row); parts numbered
     from ``first_part``. Empty batches publish nothing."""
     parts: list[OutputPart] = []
-    output_dir = layout.output_dir(provenance.shard, provenance.attempt)
+    writer = AttemptWriter(layout, provenance.shard, provenance.attempt)
     for source, first_index in batches:
         table = conform(pq.read_table(source), schema)
         if table.num_rows == 0:
@@ -112,19 +109,14 @@ def write_parts(
         table = with_provenance(table, first_index, provenance)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
-        data = sink.getvalue().to_pybytes()
-        path = layout.output_part(provenance.shard, provenance.attempt, first_part + len(parts))
-        if not publish_bytes_once(path, data, operation="worker.write_part"):
-            raise OutputConflict(f"output part {str(path)!r} already exists")
-        parts.append(
-            OutputPart(
-                path=str(path.relative_to(output_dir)),
-                records=table.num_rows,
-                first_index=first_index,
-                sha256=hashlib.sha256(data).hexdigest(),
-                bytes=len(data),
-            )
+        number = first_part + len(parts)
+        part = writer.publish_part(
+            number, sink.getvalue().to_pybytes(), records=table.num_rows, first_index=first_index
         )
+        if part is None:
+            path = layout.output_part(provenance.shard, provenance.attempt, number)
+            raise OutputConflict(f"output part {str(path)!r} already exists")
+        parts.append(part)
     return parts
 
 
@@ -168,7 +160,7 @@ class ProgressWriter:
     """Replaces ``progress.json`` of one attempt; remembers records done."""
 
     def __init__(self, layout: RunLayout, shard: int, attempt: int, records_total: int) -> None:
-        self.path = layout.progress(shard, attempt)
+        self.writer = AttemptWriter(layout, shard, attempt)
         self.shard = shard
         self.attempt = attempt
         self.records_total = records_total
@@ -184,9 +176,7 @@ class ProgressWriter:
         return True
 
     def _write(self, state: WorkerState, error: WorkerError | None) -> None:
-        replace_record(
-            self.path,
-            PROGRESS_SCHEMA,
+        self.writer.write_progress(
             WorkerProgress(
                 shard=self.shard,
                 attempt=self.attempt,
@@ -194,6 +184,5 @@ class ProgressWriter:
                 records_total=self.records_total,
                 records_done=self.records_done,
                 error=error,
-            ),
-            operation="worker.progress",
+            )
         )
