@@ -49,6 +49,7 @@ from data_designer.slurm.contracts.records import (
     StatusRecord,
 )
 from data_designer.slurm.planner import SERVER_API_KEY_ENV, bind_argv
+from data_designer.slurm.runtime.polling import poll
 from data_designer.slurm.runtime.scheduler import CommandRunner
 from data_designer.slurm.runtime.store import (
     AttemptWriter,
@@ -462,11 +463,11 @@ class Supervisor:
         grace = float(self.plan.allocation.drain_grace_s)
         forwarded = self._forward(client)
         self.say(f"{cause.detail}: draining the client worker ({forwarded}, grace {grace:.0f}s)")
-        deadline = started + grace + DRAIN_SLACK_S
-        while client.poll() is None and time.monotonic() < deadline:
+        for _ in poll(grace + DRAIN_SLACK_S, min(self.poll_s, 0.05), clock=time.monotonic, since=started):
+            if client.poll() is not None:
+                break
             if forwarded == "SIGUSR1" and "SIGTERM" in self.received:
                 forwarded = self._forward(client)  # the job is ending now: the worker must publish at once
-            time.sleep(min(self.poll_s, 0.05))
         drain_s = round(time.monotonic() - started, 6)
         code = client.poll()
         if code is None:

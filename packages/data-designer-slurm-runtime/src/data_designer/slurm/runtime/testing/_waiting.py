@@ -11,6 +11,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from data_designer.slurm.contracts.records import RecordSchema
+from data_designer.slurm.runtime.polling import poll
 from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record
 
 M = TypeVar("M", bound=BaseModel)
@@ -30,15 +31,12 @@ def wait_for_record(
     Raises ``TimeoutError`` after ``timeout_s`` naming the path and the last read, followed by ``describe()``
     (a run's logs, say) when given.
     """
-    deadline = time.monotonic() + timeout_s
-    while True:
+    for _ in poll(timeout_s, poll_s, clock=time.monotonic):
         found = read_record(path, schema)
         if isinstance(found, RecordOk) and (accept is None or accept(found.payload)):
             return found.payload
-        if time.monotonic() > deadline:
-            detail = f"\n{describe()}" if describe is not None else ""
-            raise TimeoutError(f"no accepted {path} after {timeout_s:.0f}s (last read: {found}){detail}")
-        time.sleep(poll_s)
+    detail = f"\n{describe()}" if describe is not None else ""
+    raise TimeoutError(f"no accepted {path} after {timeout_s:.0f}s (last read: {found}){detail}")
 
 
 def run_logs(layout: RunLayout, *, tail_chars: int = 2000) -> str:
