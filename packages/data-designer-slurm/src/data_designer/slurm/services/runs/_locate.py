@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from data_designer.slurm.contracts import InvalidInputError, SlurmExtensionError
-from data_designer.slurm.runtime.store import RUNS_DIR, RunLayout, RunSnapshot
+from data_designer.slurm.runtime.store import RunLayout, RunSnapshot
 from data_designer.slurm.services.context import ServiceContext
 
 
@@ -27,19 +27,11 @@ def layout_of(run: str | Path, ctx: ServiceContext) -> RunLayout:
     text = str(run)
     candidate = Path(text).expanduser()
     if "/" in text or candidate.is_dir():
-        directory = candidate.absolute()
-        if directory.parent.name != RUNS_DIR:
-            raise InvalidInputError(
-                f"{text!r} is not a run directory (<workspace>/{RUNS_DIR}/<run id>)",
-                code="invalid_run",
-                key_path="RUN",
-                hint="pass the run id that 'execute' printed, or the run directory it created",
-            )
         try:
-            return RunLayout.of(directory.parent.parent, directory.name)
+            return RunLayout.of_run_dir(candidate.absolute())
         except SlurmExtensionError as exc:
             raise InvalidInputError(
-                f"{text!r} is not a run directory: {exc.info.message}",
+                exc.info.message,
                 code="invalid_run",
                 key_path="RUN",
                 hint="pass the run id that 'execute' printed, or the run directory it created",
