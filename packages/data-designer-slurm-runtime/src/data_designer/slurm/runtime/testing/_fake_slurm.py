@@ -18,15 +18,16 @@ from typing import Literal
 
 from data_designer.slurm.contracts import parse_time_limit
 from data_designer.slurm.planner import format_indices
-from data_designer.slurm.runtime.scheduler._command import SLURM_COMMANDS, CommandResult
-from data_designer.slurm.runtime.scheduler._sacct_parse import SACCT_FORMAT
-from data_designer.slurm.runtime.scheduler._slurm_parse import (
+from data_designer.slurm.runtime.scheduler import (
+    SACCT_FORMAT,
     SACCTMGR_ASSOC_FORMAT,
     SINFO_FORMAT,
+    SLURM_COMMANDS,
+    SQUEUE_FORMAT,
+    CommandResult,
     SlurmOutputError,
     expand_indices,
 )
-from data_designer.slurm.runtime.scheduler._squeue_parse import SQUEUE_FORMAT
 from data_designer.slurm.runtime.testing._fake_state import TERMINAL, Behaviour, FakeCluster, FakeJob, FakeTask
 
 SLURM_VERSION = "22.05.8"

@@ -6,8 +6,7 @@ import itertools
 from datetime import datetime
 from typing import Protocol
 
-from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler
-from data_designer.slurm.runtime.scheduler._command import CommandRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.testing._fake_slurm import FakeSlurm
 
 

@@ -24,8 +24,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from data_designer.slurm.runtime.images._contents import normalise_name
-from data_designer.slurm.runtime.images._sif import (
+from data_designer.slurm.runtime.images import (
     DATA_PARTITION,
     DESCRIPTOR,
     FS_SQUASHFS,
@@ -35,6 +34,7 @@ from data_designer.slurm.runtime.images._sif import (
     SIF_LAUNCH,
     SIF_MAGIC,
     SIF_VERSION,
+    normalise_name,
 )
 
 MKSQUASHFS = "mksquashfs"

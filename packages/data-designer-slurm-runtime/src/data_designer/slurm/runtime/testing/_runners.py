@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from data_designer.slurm.runtime.scheduler._command import CommandResult, CommandRunner
+from data_designer.slurm.runtime.scheduler import CommandResult, CommandRunner
 
 
 class CountingRunner:

@@ -24,8 +24,7 @@ from data_designer.slurm.contracts import (
 )
 from data_designer.slurm.runtime.facts import read_facts
 from data_designer.slurm.runtime.polling import poll
-from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler
-from data_designer.slurm.runtime.scheduler._squeue_parse import SQUEUE_FORMAT, parse_squeue
+from data_designer.slurm.runtime.scheduler import SQUEUE_FORMAT, SlurmScheduler, parse_squeue
 from data_designer.slurm.runtime.testing._harness import ClusterHarness
 from data_designer.slurm.runtime.testing._runners import CountingRunner, OutageRunner, ReplyLosingRunner
 
