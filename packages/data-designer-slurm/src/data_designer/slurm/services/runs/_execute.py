@@ -73,6 +73,7 @@ from data_designer.slurm.runtime.store import (
     record_submission,
     run_id_factory,
     snapshot_mode,
+    submission_binding,
     system_clock,
     write_benchmark_link,
     write_input,
@@ -80,7 +81,7 @@ from data_designer.slurm.runtime.store import (
     write_plan,
     write_run_record,
 )
-from data_designer.slurm.services.context import JOB_NAME_PREFIX, ServiceContext, cluster_facts, refuse_misfit
+from data_designer.slurm.services.context import ServiceContext, cluster_facts, refuse_misfit
 from data_designer.slurm.services.plans import (
     SEED_TOO_LARGE,
     Source,
@@ -219,8 +220,7 @@ class BoundRun:
 def bind_run(target: RunTarget, rid: RunId) -> BoundRun:
     """The layout and binding of run ``rid`` in the target's workspace (InvalidInputError for a bad workspace)."""
     layout = RunLayout(Path(target.profile.workspace_root), rid)
-    binding = SubmissionBinding(run_id=str(rid), run_dir=str(layout.run_dir), job_name_prefix=f"{JOB_NAME_PREFIX}{rid}")
-    return BoundRun(rid, layout, binding)
+    return BoundRun(rid, layout, submission_binding(layout))
 
 
 def submit_plan(
