@@ -1,15 +1,12 @@
 """What the allocation writes into an attempt directory: the verbs of the supervisor and the client worker, which
 the test fixtures write through too (``docs/architecture/run-directory.md`` names the verb of every file).
 
-:class:`AttemptWriter` is bound to one attempt (layout, shard, attempt) and a clock. Each verb keeps its file's
-protocol (``_record_io``): the claim, ``endpoints.json``, the ports, the output parts and manifest,
-``client-error.json`` and ``status.json`` are written once (False: something is already there); ``attempt.json``,
-``heartbeat.json`` and ``progress.json`` have one writer each and are replaced atomically; logs are appended.
-Directories are made as the processes have always made them (``mkdir -p`` under the umask the supervisor set).
-
-``durable=False`` is for fixtures that write thousands of attempts (``runtime.testing.write_run_directory``): the
-same bytes, but every file created exclusively in place (mode 0644 less the umask, missing directories made on the
-way), without the temporary file, fsync and ``link(2)``; any file already there raises FileExistsError.
+Each verb of :class:`AttemptWriter` keeps its file's protocol (``_record_io``): write-once (False: something is
+there already), replaced atomically (one writer each: ``attempt.json``, ``heartbeat.json``, ``progress.json``) or
+appended (logs); directories are made as the processes always made them (``mkdir -p`` under the supervisor's umask).
+``durable=False`` is for fixtures that write thousands of attempts (``testing.write_run_directory``): the same bytes,
+each file created exclusively in place (0644 less the umask) without temporary file, fsync or ``link(2)``, and
+FileExistsError for any file already there.
 """
 
 from __future__ import annotations
@@ -62,7 +59,7 @@ M = TypeVar("M", bound=BaseModel)
 
 @dataclass(frozen=True)
 class AttemptWriter:
-    """The writer of one attempt's directory (``durable=False``: fixtures only, see the module docstring)."""
+    """The one writer of one attempt's directory (``durable=False``: fixtures only, see the module docstring)."""
 
     layout: RunLayout
     shard: int
@@ -76,8 +73,7 @@ class AttemptWriter:
 
     def claim(self, owner: ClaimOwner) -> Claimed | AlreadyClaimed:
         """Take this attempt's ``claim`` for ``owner`` (its ``attempt`` set to this one) unless anyone holds it."""
-        path = self.layout.claim(self.shard, self.attempt)
-        mine = owner.model_copy(update={"attempt": self.attempt})
+        path, mine = self.layout.claim(*self._key), owner.model_copy(update={"attempt": self.attempt})
         if not self.durable:
             _create(path, encode_record(CLAIM_SCHEMA, mine, written_at=mine.time)[0])
             return Claimed(path, mine)
@@ -85,94 +81,83 @@ class AttemptWriter:
         return claim(path, mine)
 
     def write_attempt(self, record: AttemptRecord) -> None:
-        self._replace(
-            self.layout.attempt_record(self.shard, self.attempt), ATTEMPT_SCHEMA, record, "supervisor.attempt"
-        )
+        self._record(self.layout.attempt_record(*self._key), ATTEMPT_SCHEMA, record, "supervisor.attempt", True)
 
     def write_heartbeat(self, record: HeartbeatRecord) -> None:
-        self._replace(self.layout.heartbeat(self.shard, self.attempt), HEARTBEAT_SCHEMA, record, "heartbeat")
+        self._record(self.layout.heartbeat(*self._key), HEARTBEAT_SCHEMA, record, "heartbeat", True)
 
     def write_progress(self, record: WorkerProgress) -> None:
-        self._replace(self.layout.progress(self.shard, self.attempt), PROGRESS_SCHEMA, record, "worker.progress")
+        self._record(self.layout.progress(*self._key), PROGRESS_SCHEMA, record, "worker.progress", True)
 
     def make_ports_dir(self) -> Path:
-        """``ports/``, made for the launchers, which publish their port records there themselves (``_launch``)."""
-        path = self.layout.ports_dir(self.shard, self.attempt)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        """``ports/``, where the launchers publish their port records themselves (``runtime/_launch.py``)."""
+        return _make(self.layout.ports_dir(*self._key))
 
     def write_port(self, record: PortRecord) -> bool:
-        """A launcher's port record, as ``_launch`` writes it (fixtures: the launcher writes its own)."""
-        name = port_record_name(record.alias, record.replica, record.task)
-        return self._once(self.layout.ports_dir(self.shard, self.attempt) / name, PORT_SCHEMA, record, "record.write")
+        """A launcher's port record, as ``_launch`` writes it (for fixtures)."""
+        path = self.layout.ports_dir(*self._key) / port_record_name(record.alias, record.replica, record.task)
+        return self._record(path, PORT_SCHEMA, record, "record.write")
 
     def write_endpoints(self, record: EndpointsRecord) -> bool:
-        return self._once(self.layout.endpoints(self.shard, self.attempt), ENDPOINTS_SCHEMA, record, "record.write")
+        return self._record(self.layout.endpoints(*self._key), ENDPOINTS_SCHEMA, record, "record.write")
 
     def make_worker_home(self) -> Path:
-        """The client worker's ``home/`` (``$HOME`` of the host: its settings and caches)."""
-        path = self.layout.worker_home(self.shard, self.attempt)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        return _make(self.layout.worker_home(*self._key))
 
     def publish_part(self, part: int, data: bytes, *, records: int, first_index: int) -> OutputPart | None:
         """``output/part-<part>.parquet`` holding ``data`` once, as the manifest lists it; None: it exists already."""
-        path = self.layout.output_part(self.shard, self.attempt, part)
-        if not self._publish(path, data, "worker.write_part"):
+        path = self.layout.output_part(*self._key, part)
+        if not self._put(path, data, "worker.write_part"):
             return None
         digest = hashlib.sha256(data).hexdigest()
         return OutputPart(path=path.name, records=records, first_index=first_index, sha256=digest, bytes=len(data))
 
     def publish_manifest(self, manifest: OutputManifest) -> bool:
         """``output/manifest.json``, written last: after every part it lists."""
-        path = self.layout.output_manifest(self.shard, self.attempt)
-        return self._once(path, MANIFEST_SCHEMA, manifest, "worker.write_manifest")
+        return self._record(self.layout.output_manifest(*self._key), MANIFEST_SCHEMA, manifest, "worker.write_manifest")
 
     def write_client_error(self, record: ClientErrorRecord) -> bool:
-        path = self.layout.client_error(self.shard, self.attempt)
-        return self._once(path, CLIENT_ERROR_SCHEMA, record, "worker.client_error")
+        return self._record(self.layout.client_error(*self._key), CLIENT_ERROR_SCHEMA, record, "worker.client_error")
 
     def write_status(self, record: StatusRecord) -> bool:
-        return self._once(self.layout.status(self.shard, self.attempt), STATUS_SCHEMA, record, "supervisor.status")
+        return self._record(self.layout.status(*self._key), STATUS_SCHEMA, record, "supervisor.status")
 
     def publish_file(self, name: str, data: bytes) -> bool:
-        """``<attempt>/<name>`` (one plain component) holding ``data`` once: a file the layout has no name for, such
-        as a test stand-in's evidence (``runtime.testing.stand_in_worker``)."""
-        path = self.layout.attempt_dir(self.shard, self.attempt) / check_component(name, "file name")
-        return self._publish(path, data, "record.write")
+        """``<attempt>/<name>`` (one plain component) once: a file the layout has no name for (a stand-in's evidence)."""
+        return self._put(self.layout.attempt_dir(*self._key) / check_component(name, "file name"), data, "record.write")
 
     def open_log(self, step: str) -> BinaryIO:
         """``logs/<step>.log`` opened for appending (a child's stdout and stderr), its directory made."""
-        path = self.layout.log_file(self.shard, self.attempt, step)
+        path = self.layout.log_file(*self._key, step)
         try:
             return path.open("ab")
         except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            _make(path.parent)
             return path.open("ab")
 
     def append_log(self, step: str, text: str) -> None:
         with self.open_log(step) as stream:
             stream.write(text.encode("utf-8"))
 
-    def _once(self, path: Path, schema: RecordSchema[M], payload: M, operation: str) -> bool:
-        return self._publish(path, encode_record(schema, payload, written_at=self.clock())[0], operation)
+    @property
+    def _key(self) -> tuple[int, int]:
+        return self.shard, self.attempt
 
-    def _publish(self, path: Path, data: bytes, operation: str) -> bool:
+    def _record(self, path: Path, schema: RecordSchema[M], payload: M, operation: str, replace: bool = False) -> bool:
+        return self._put(path, encode_record(schema, payload, written_at=self.clock())[0], operation, replace)
+
+    def _put(self, path: Path, data: bytes, operation: str, replace: bool = False) -> bool:
         if not self.durable:
             _create(path, data)
-            return True
-        return publish_bytes_once(path, data, operation=operation)
-
-    def _replace(self, path: Path, schema: RecordSchema[M], payload: M, operation: str) -> None:
-        data = encode_record(schema, payload, written_at=self.clock())[0]
-        if self.durable:
+        elif replace:
             publish_bytes_replace(path, data, operation=operation)
         else:
-            _create(path, data)
+            return publish_bytes_once(path, data, operation=operation)
+        return True
 
 
 def claim_next_attempt(layout: RunLayout, shard: int, owner: ClaimOwner) -> AttemptClaim:
-    """Claim the next free attempt number of ``shard`` for ``owner`` (``next_attempt_number``)."""
+    """Claim the next free attempt number of ``shard`` for ``owner`` (a retry, or a requeued task's)."""
     return next_attempt_number(layout.attempts_dir(shard), owner)
 
 
@@ -181,12 +166,17 @@ def write_batch_log(layout: RunLayout, job_name: str, array_task: int, stream: s
     _create(layout.batch_log(job_name, array_task, stream), data)
 
 
+def _make(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
 def _create(path: Path, data: bytes) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(path, flags, 0o644)
     except FileNotFoundError:
-        os.makedirs(path.parent, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(_make(path.parent) / path.name, flags, 0o644)
     try:
         write_all(fd, data)
     finally:

@@ -44,8 +44,8 @@ PORTS_DIR = "ports"
 OBSERVATIONS_DIR = "observations"
 RETRIES_DIR = "retries"
 CANCELLATIONS_DIR = "cancellations"
-WORKER_HOME_DIR = "home"
-HOST_ARTIFACTS_DIR = "artifacts"
+WORKER_HOME_DIR = "home"  # the client worker's $HOME (the host's settings and caches)
+HOST_ARTIFACTS_DIR = "artifacts"  # the host's own batch files and metadata (the host makes and writes it)
 JOB_NAME_PREFIX = "dd-"
 """Every job of ours is named ``dd-...``: a run's array chunks ``dd-<run id>-c<chunk>`` (:func:`submission_binding`)."""
 
@@ -186,15 +186,12 @@ class RunLayout:
 
     @classmethod
     def of_run_dir(cls, run_dir: Path) -> RunLayout:
-        """The layout of the run whose directory is ``run_dir`` (``<workspace>/runs/<run id>``); InvalidInputError
-        (``not_a_run_directory``) for any other directory."""
-        problem = f"is not a run directory (<workspace>/{RUNS_DIR}/<run id>)"
-        try:
-            if run_dir.parent.name == RUNS_DIR:
-                return cls.of(run_dir.parent.parent, run_dir.name)
-        except InvalidInputError as exc:
-            problem = f"is not a run directory: {exc.info.message}"
-        raise InvalidInputError(f"{str(run_dir)!r} {problem}", code="not_a_run_directory", file=str(run_dir))
+        """The layout of the run whose directory is ``run_dir``; InvalidInputError for any other directory."""
+        if run_dir.parent.name != RUNS_DIR or not _RUN_ID.fullmatch(run_dir.name):
+            raise InvalidInputError(
+                f"{str(run_dir)!r} is not a run directory (<workspace>/{RUNS_DIR}/<run id>)", code="not_a_run_directory"
+            )
+        return cls.of(run_dir.parent.parent, run_dir.name)
 
     @cached_property
     def run_dir(self) -> Path:
@@ -267,11 +264,9 @@ class RunLayout:
         return self.logs_dir(shard, attempt) / f"{check_component(step, 'log step')}.log"
 
     def worker_home(self, shard: int, attempt: int) -> Path:
-        """The client worker's ``$HOME`` (the host's settings and caches)."""
         return self.attempt_dir(shard, attempt) / WORKER_HOME_DIR
 
     def host_artifacts(self, shard: int, attempt: int) -> Path:
-        """Where the host writes its own batch files and metadata (it makes the directory itself)."""
         return self.attempt_dir(shard, attempt) / HOST_ARTIFACTS_DIR
 
     def output_dir(self, shard: int, attempt: int) -> Path:

@@ -29,9 +29,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from data_designer.slurm.contracts import (
     ClusterFacts,
@@ -50,9 +48,7 @@ from data_designer.slurm.contracts.records import (
     PLAN_DIGEST_COLUMN,
     PROVENANCE_COLUMNS,
     RUN_ID_COLUMN,
-    RUN_SCHEMA,
     SHARD_COLUMN,
-    SUBMISSION_SCHEMA,
     AliasEndpoints,
     AttemptRecord,
     ClaimOwner,
@@ -68,7 +64,6 @@ from data_designer.slurm.contracts.records import (
     OutputManifest,
     Phase,
     PortRecord,
-    RecordSchema,
     ReplicaRecord,
     ReplicaRequests,
     Routing,
@@ -84,14 +79,13 @@ from data_designer.slurm.runtime.store import (
     PRIVATE_MODES,
     AttemptWriter,
     Clock,
-    RecordOk,
     RunId,
     RunLayout,
     create_run_directory,
     format_timestamp,
-    read_record,
+    read_run_record,
+    read_submissions,
     record_submission,
-    sequence_numbers,
     submission_binding,
     system_clock,
     write_batch_log,
@@ -106,8 +100,6 @@ from data_designer.slurm.runtime.testing._plans import writer_run
 
 if TYPE_CHECKING:  # pyarrow is imported by the functions that write real Parquet parts, not with this module
     import pyarrow as pa
-
-M = TypeVar("M", bound=BaseModel)
 
 ShardOutcome = Literal["succeeded", "running", "pending", "partial", "failed_server", "cancelled", "no_attempt"]
 """What a shard's first attempt left: ``succeeded`` (everything a finished shard leaves), ``running`` (live
@@ -240,10 +232,8 @@ def write_shard_outcomes(
     attempts start after the run's first submission; ``clock()`` ("now") times a ``running`` shard's heartbeat.
     The run must have no attempt yet: every file is created exclusively."""
     plan = ExecutionPlan.model_validate_json(layout.plan_record.read_bytes())
-    run = _read_ok(layout.run_record, RUN_SCHEMA)
-    submissions = [
-        _read_ok(layout.submission_record(n), SUBMISSION_SCHEMA) for n in sequence_numbers(layout.submissions_dir)
-    ]
+    run = read_run_record(layout, operation=_OPERATION)
+    submissions = read_submissions(layout)
     if not submissions:
         raise InternalError(f"{str(layout.run_dir)!r} has no submission record", code="not_submitted")
     jobs = {job.job_name: job for submission in submissions for job in submission.jobs}
@@ -263,11 +253,8 @@ def register_run_jobs(
     in the state ``outcome(shard)`` implies (:data:`OUTCOME_TASK_STATES`; pass the outcome the directory was
     written with). Tasks stay in those states until a test changes them: pending tasks never start and running
     ones end only at the plan's time limit. Returns the job ids; later ``sbatch`` ids follow them."""
-    run = _read_ok(layout.run_record, RUN_SCHEMA)
-    job_ids: dict[str, str] = {}
-    for sequence in sequence_numbers(layout.submissions_dir):
-        for submitted in _read_ok(layout.submission_record(sequence), SUBMISSION_SCHEMA).jobs:
-            job_ids[submitted.job_name] = submitted.job_id
+    run = read_run_record(layout, operation=_OPERATION)
+    job_ids = {job.job_name: job.job_id for submission in read_submissions(layout) for job in submission.jobs}
     allocation = ExecutionPlan.model_validate_json(layout.plan_record.read_bytes()).allocation
     pick = outcome or _all_succeeded
     submit = cluster.now - 3600.0  # long enough ago that accounting shows the jobs, not placeholders
@@ -808,10 +795,3 @@ def _set_task(cluster: FakeCluster, task: FakeTask, state: tuple[str, int, int],
     else:
         task.start, task.node = start, cluster.nodes[(task.index or 0) % len(cluster.nodes)]
         cluster.finish(task, name, exit_code, signal)
-
-
-def _read_ok(path: Path, schema: RecordSchema[M]) -> M:
-    found = read_record(path, schema)
-    if not isinstance(found, RecordOk):
-        raise InternalError(f"{str(path)!r} is {found.status}, not a {schema.name!r} record", code="record_unreadable")
-    return found.payload

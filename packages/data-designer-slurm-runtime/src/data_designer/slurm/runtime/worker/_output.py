@@ -161,8 +161,6 @@ class ProgressWriter:
 
     def __init__(self, layout: RunLayout, shard: int, attempt: int, records_total: int) -> None:
         self.writer = AttemptWriter(layout, shard, attempt)
-        self.shard = shard
-        self.attempt = attempt
         self.records_total = records_total
         self.records_done = 0
 
@@ -178,8 +176,8 @@ class ProgressWriter:
     def _write(self, state: WorkerState, error: WorkerError | None) -> None:
         self.writer.write_progress(
             WorkerProgress(
-                shard=self.shard,
-                attempt=self.attempt,
+                shard=self.writer.shard,
+                attempt=self.writer.attempt,
                 state=state,
                 records_total=self.records_total,
                 records_done=self.records_done,
