@@ -50,7 +50,7 @@ from benchmarks._harness import SLURM_CLUSTER, Benchmark, Figure, RunContext, Ta
 from data_designer.slurm.contracts import RunStatus, SubmissionUnit
 from data_designer.slurm.contracts.records import RUN_SCHEMA
 from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime.store import RecordOk, RunLayout, read_record, sequence_numbers
+from data_designer.slurm.runtime.store import RecordOk, RunLayout, discard_observations, read_record
 from data_designer.slurm.runtime.testing import (
     SHARD_OUTCOMES,
     FakeSlurm,
@@ -140,10 +140,7 @@ def _observations(run_dir: Path) -> Path:
 
 def reset_observations(run_dir: Path) -> None:
     """Leave only the first recorded observation, so every timed status reads the same directory."""
-    directory = _observations(run_dir)
-    for number in sequence_numbers(directory):
-        if number != FIRST_OBSERVATION:
-            (directory / f"{number:04d}.json").unlink()
+    discard_observations(RunLayout.of_run_dir(run_dir), keep=FIRST_OBSERVATION)
 
 
 # -- the fake-Slurm probe -------------------------------------------------------------------------

@@ -111,6 +111,7 @@ from data_designer.slurm.runtime.store._record_io import (
 from data_designer.slurm.runtime.store._run_records import (
     claim_retry_resume,
     create_run_directory,
+    discard_observations,
     discard_run_directory,
     read_submissions,
     record_cancellation,
@@ -203,6 +204,7 @@ __all__ = [
     "create_run_directory",
     "decode_record",
     "digest_problem",
+    "discard_observations",
     "discard_run_directory",
     "encode_record",
     "find_latest_merge",

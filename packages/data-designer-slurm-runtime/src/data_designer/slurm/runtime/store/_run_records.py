@@ -9,6 +9,7 @@ are taken write-once (False: another process holds it).
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -126,6 +127,13 @@ def record_cancellation(
 
 def record_observation(layout: RunLayout, record: ObservationRecord, *, clock: Clock, operation: str) -> None:
     append_record(layout.observations_dir, OBSERVATION_SCHEMA, record, clock=clock, operation=operation)
+
+
+def discard_observations(layout: RunLayout, *, keep: int) -> None:
+    """Delete the observations numbered above ``keep`` (the benchmarks time ``status`` over the same records)."""
+    for number in sequence_numbers(layout.observations_dir):
+        if number > keep:
+            os.unlink(layout.observations_dir / f"{number:04d}.json")
 
 
 def take_retry_generation(layout: RunLayout, intent: RetryIntent, *, clock: Clock, operation: str) -> bool:
