@@ -14,6 +14,7 @@ from data_designer.slurm.runtime.images._import import (
     finish_import,
     import_paths,
     is_completion_of,
+    write_import_script,
 )
 from data_designer.slurm.runtime.images._inspect import inspect_image
 from data_designer.slurm.runtime.images._registry import DIGESTS_DIR, IMAGES_DIR, ImageHistory, ImageRegistry
@@ -65,4 +66,5 @@ __all__ = [
     "is_completion_of",
     "normalise_name",
     "parse_listing",
+    "write_import_script",
 ]

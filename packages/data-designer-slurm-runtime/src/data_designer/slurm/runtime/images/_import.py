@@ -26,7 +26,15 @@ from data_designer.slurm.runtime.images._digest import cached_digest
 from data_designer.slurm.runtime.images._registry import ImageRegistry
 from data_designer.slurm.runtime.polling import poll
 from data_designer.slurm.runtime.scheduler import CommandRunner
-from data_designer.slurm.runtime.store import Clock, check_component, modes_of_directory, system_clock
+from data_designer.slurm.runtime.store import (
+    Clock,
+    FileModes,
+    check_component,
+    make_directories,
+    modes_of_directory,
+    publish_bytes_once,
+    system_clock,
+)
 
 IMPORTS_DIR = "imports"
 ENTRY_WAIT_S = 30.0
@@ -53,6 +61,12 @@ def import_paths(registry: ImageRegistry, name: str, generation: int, token: str
     directory = registry.name_dir(name) / IMPORTS_DIR
     stem = f"{generation:04d}-{check_component(token, 'import token')}"
     return ImportPaths(directory, directory / f"{stem}.sqsh", directory / f"{stem}.sbatch", directory / f"{stem}.log")
+
+
+def write_import_script(paths: ImportPaths, script: str, modes: FileModes) -> None:
+    """Make the import's directory (Slurm writes the log in it, the job the image) and publish its script once."""
+    make_directories(paths.directory, modes)
+    publish_bytes_once(paths.script, script.encode("utf-8"), operation="image.add", mode=modes.file)
 
 
 def is_completion_of(candidate: ImageEntry, entry: ImageEntry) -> bool:

@@ -36,15 +36,13 @@ from data_designer.slurm.contracts import (
 )
 from data_designer.slurm.contracts.records import ImageEntry, ImageRole, ImportJob
 from data_designer.slurm.planner import ImportScriptRequest, parse_registry_reference, render_import_script
-from data_designer.slurm.runtime.images import import_paths, is_completion_of
+from data_designer.slurm.runtime.images import import_paths, is_completion_of, write_import_script
 from data_designer.slurm.runtime.jobs import CpuJob, compute_launcher, cpu_job_runner, submit_cpu_job
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import DEFAULT_GRACE_S, SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
-    make_directories,
     parse_timestamp,
-    publish_bytes_once,
     requester_from_environment,
     system_clock,
     tail_lines,
@@ -92,7 +90,7 @@ def submit_import(
             f"{cluster.compute_python.image!r}",
             code="import_job_needs_interpreter",
             operation=_OPERATION,
-            key_path="compute_python.image",
+            key_path=("compute_python", "image"),
             hint="name compute_python.interpreter in the profile, or import the image with 'enroot import' "
             "yourself and register the .sqsh file",
         )
@@ -104,7 +102,6 @@ def submit_import(
     token = import_token(str(registry.root), name, generation, submitted_at)
     job_name = f"{JOB_NAME_PREFIX}image-{name}-{generation}-{token}"
     paths = import_paths(registry, name, generation, token)
-    make_directories(paths.directory, workspace.modes)  # Slurm writes the log in it, the job the image
     script = render_import_script(
         ImportScriptRequest(
             reference=reference,
@@ -115,7 +112,7 @@ def submit_import(
             launcher=launcher,
         )
     )
-    publish_bytes_once(paths.script, script.encode("utf-8"), operation=_OPERATION, mode=workspace.modes.file)
+    write_import_script(paths, script, workspace.modes)
     job = CpuJob(
         job_name=job_name,
         script=script,
