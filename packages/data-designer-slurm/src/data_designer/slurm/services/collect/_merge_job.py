@@ -21,6 +21,7 @@ from data_designer.slurm.runtime.jobs import CpuJob, command_script, compute_lau
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import SINCE_SLACK
 from data_designer.slurm.runtime.store import (
+    JOB_NAME_PREFIX,
     Clock,
     RunSnapshot,
     merge_job_error_file,
@@ -28,7 +29,6 @@ from data_designer.slurm.runtime.store import (
     record_merge_job,
     reserve_merge_job,
 )
-from data_designer.slurm.services.context import JOB_NAME_PREFIX
 from data_designer.slurm.services.profiles import load_profile_file, select_cluster
 
 if TYPE_CHECKING:  # runtime.merge loads pyarrow: not with the services
@@ -55,7 +55,7 @@ def submit_merge_job(
     _, cluster_profile = select_cluster(loaded, cluster or snapshot.run.cluster, file=str(file))
     launcher = _launcher(cluster_profile, str(file))
     if options.output is not None and (
-        problems := slurm_path_problems(str(options.output), what="--output", key_path="--output")
+        problems := slurm_path_problems(str(options.output), what="--output", key_path=("--output",))
     ):
         raise InvalidInputError.from_problems(problems, operation=_OPERATION)
     name = f"{JOB_NAME_PREFIX}{layout.run_id}-merge-{reserve_merge_job(layout)}"
@@ -107,7 +107,7 @@ def _launcher(cluster: ClusterProfile, file: str) -> tuple[str, ...]:
             code="merge_job_needs_interpreter",
             operation=_OPERATION,
             file=file,
-            key_path="compute_python.image",
+            key_path=("compute_python", "image"),
             hint="merge in the foreground (without --as-job), or name compute_python.interpreter",
         )
     return launcher

@@ -2,7 +2,6 @@
 
 from data_designer.slurm.services.context._calls import CountingRunner
 from data_designer.slurm.services.context._context import (
-    JOB_NAME_PREFIX,
     SelectedCluster,
     ServiceContext,
     collector_paused,
@@ -12,7 +11,6 @@ from data_designer.slurm.services.context._liveness import Alive, default_alive
 
 __all__ = [
     "DEFAULT_MAX_ARRAY_SIZE",
-    "JOB_NAME_PREFIX",
     "Alive",
     "CountingRunner",
     "SelectedCluster",

@@ -23,9 +23,6 @@ from data_designer.slurm.runtime.status import Rules
 from data_designer.slurm.runtime.store import Clock, system_clock
 from data_designer.slurm.services.profiles import load_profile_file, select_cluster
 
-JOB_NAME_PREFIX = "dd-"
-"""Job names are ``dd-<run id>-c<chunk>``: unique per run, so Slurm is asked for them by name on resubmission."""
-
 
 class SelectedCluster(NamedTuple):
     """A profile file read and one of its clusters selected."""

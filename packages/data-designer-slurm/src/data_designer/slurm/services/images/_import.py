@@ -41,13 +41,14 @@ from data_designer.slurm.runtime.jobs import CpuJob, compute_launcher, cpu_job_r
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import DEFAULT_GRACE_S, SINCE_SLACK
 from data_designer.slurm.runtime.store import (
+    JOB_NAME_PREFIX,
     Clock,
     parse_timestamp,
     requester_from_environment,
     system_clock,
     tail_lines,
 )
-from data_designer.slurm.services.context import JOB_NAME_PREFIX, ServiceContext
+from data_designer.slurm.services.context import ServiceContext
 from data_designer.slurm.services.images._workspace import Workspace, check_file, refuse_current
 
 LOG_TAIL_LINES = 3
