@@ -25,7 +25,6 @@ import pytest
 
 from data_designer.slurm.contracts import ClusterProfile, ExecutionPlan
 from data_designer.slurm.contracts.records import (
-    ENDPOINTS_SCHEMA,
     ENV_ATTEMPT_DIR,
     ENV_ENDPOINTS,
     MANIFEST_SCHEMA,
@@ -35,7 +34,7 @@ from data_designer.slurm.contracts.records import (
     OutputManifest,
 )
 from data_designer.slurm.planner import bind_argv, canonical_json, compile, load_run, missing_ranges, resolve_config
-from data_designer.slurm.runtime.store import ENDPOINTS_RECORD, RecordOk, RunLayout, read_record, write_record_once
+from data_designer.slurm.runtime.store import AttemptWriter, RecordOk, RunLayout, read_record
 from data_designer.slurm.runtime.supervisor import client_failure_message, read_client_error
 from data_designer.slurm.runtime.testing import TEST_SERVER_MODULE, assign_attempt, wait_for_record
 
@@ -168,7 +167,7 @@ def prepare_attempt(
         }
     )
     endpoints = EndpointsRecord(aliases={a: e for a, e in endpoints.aliases.items() if a in planned})
-    write_record_once(layout.attempt_dir(shard, attempt) / ENDPOINTS_RECORD, ENDPOINTS_SCHEMA, endpoints)
+    AttemptWriter(layout, shard, attempt).write_endpoints(endpoints)
 
 
 def start_worker(
@@ -176,7 +175,7 @@ def start_worker(
 ) -> subprocess.Popen[str]:
     argv = bind_argv(plan.allocation.client.argv, {"shard": str(shard), "attempt": str(attempt)})
     attempt_dir = layout.attempt_dir(shard, attempt)
-    env = {**env, ENV_ATTEMPT_DIR: str(attempt_dir), ENV_ENDPOINTS: str(attempt_dir / ENDPOINTS_RECORD)}
+    env = {**env, ENV_ATTEMPT_DIR: str(attempt_dir), ENV_ENDPOINTS: str(layout.endpoints(shard, attempt))}
     return subprocess.Popen(
         list(argv), cwd=layout.run_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

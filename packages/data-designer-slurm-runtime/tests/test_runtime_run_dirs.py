@@ -8,7 +8,7 @@ import os
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from pydantic import BaseModel
@@ -32,14 +32,6 @@ from data_designer.slurm.contracts.records import (
 from data_designer.slurm.planner import plan_digest
 from data_designer.slurm.runtime.scheduler import SlurmScheduler
 from data_designer.slurm.runtime.store import (
-    ATTEMPT_RECORD,
-    CLAIM_FILE,
-    ENDPOINTS_RECORD,
-    HEARTBEAT_RECORD,
-    MANIFEST,
-    PORTS_DIR,
-    PROGRESS_RECORD,
-    STATUS_RECORD,
     RecordOk,
     RunLayout,
     read_record,
@@ -199,25 +191,24 @@ def test_pending_and_no_attempt_shards_leave_nothing_under_shards(mixed: RunLayo
 
 def check_record(path: Path) -> None:
     """``path`` reads ``RecordOk`` with the schema its name implies (logs and parts are not records)."""
-    name = path.name
-    if path.parent.name == PORTS_DIR:
-        ok(path, PORT_SCHEMA)
-    elif name == CLAIM_FILE:
-        ok(path, CLAIM_SCHEMA)
-    elif name == ATTEMPT_RECORD:
-        ok(path, ATTEMPT_SCHEMA)
-    elif name == ENDPOINTS_RECORD:
-        ok(path, ENDPOINTS_SCHEMA)
-    elif name == HEARTBEAT_RECORD:
-        ok(path, HEARTBEAT_SCHEMA)
-    elif name == PROGRESS_RECORD:
-        ok(path, PROGRESS_SCHEMA)
-    elif name == STATUS_RECORD:
-        ok(path, STATUS_SCHEMA)
-    elif name == MANIFEST:
-        ok(path, MANIFEST_SCHEMA)
+    schema = RECORD_NAMES.get("ports/" if path.parent.name == "ports" else path.name)
+    if schema is None:
+        assert path.name.endswith((".log", ".parquet")), path
     else:
-        assert name.endswith((".log", ".parquet")), path
+        ok(path, schema)
+
+
+RECORD_NAMES: dict[str, RecordSchema[Any]] = {
+    "ports/": PORT_SCHEMA,
+    "claim": CLAIM_SCHEMA,
+    "attempt.json": ATTEMPT_SCHEMA,
+    "endpoints.json": ENDPOINTS_SCHEMA,
+    "heartbeat.json": HEARTBEAT_SCHEMA,
+    "progress.json": PROGRESS_SCHEMA,
+    "status.json": STATUS_SCHEMA,
+    "manifest.json": MANIFEST_SCHEMA,
+}
+"""The schema of every record an attempt directory holds, by file name (spelled out: the test is the oracle)."""
 
 
 def test_every_record_of_every_outcome_reads_ok(mixed: RunLayout) -> None:
