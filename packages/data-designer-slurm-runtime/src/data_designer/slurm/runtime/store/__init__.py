@@ -38,14 +38,8 @@ from data_designer.slurm.runtime.store._files import (
 )
 from data_designer.slurm.runtime.store._input_files import read_bounded
 from data_designer.slurm.runtime.store._layout import (
-    ATTEMPT_RECORD,
-    CLAIM_FILE,
-    ENDPOINTS_RECORD,
-    HEARTBEAT_RECORD,
     JOB_NAME_PREFIX,
     MANIFEST,
-    PORTS_DIR,
-    PROGRESS_RECORD,
     STATUS_RECORD,
     RunId,
     RunIdFactory,
@@ -142,17 +136,11 @@ from data_designer.slurm.runtime.store._workspace import (
 )
 
 __all__ = [
-    "ATTEMPT_RECORD",
-    "CLAIM_FILE",
-    "ENDPOINTS_RECORD",
     "GROUP_MODES",
-    "HEARTBEAT_RECORD",
     "JOB_NAME_PREFIX",
     "MANIFEST",
     "PLAN_SCHEMA",
-    "PORTS_DIR",
     "PRIVATE_MODES",
-    "PROGRESS_RECORD",
     "STATUS_RECORD",
     "AlreadyClaimed",
     "Appended",
