@@ -83,7 +83,7 @@ def _findings(wheel: Path, **kwargs: Any) -> list[str]:
 def test_the_scratch_copy_of_the_planner_passes(tmp_path: Path) -> None:
     report = _check_deps().audit_wheel(_wheel(tmp_path), _environment())
     assert report.findings == ()
-    assert set(report.imported) == {"data-designer-slurm-contracts", "pydantic", "pyyaml"}
+    assert set(report.imported) == {"data-designer-slurm-contracts", "packaging", "pydantic", "pyyaml"}
     assert set(report.declared) == set(report.imported)
 
 

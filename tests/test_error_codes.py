@@ -384,5 +384,5 @@ def test_a_value_of_the_wrong_type_is_a_problem_with_pydantics_own_code() -> Non
     with pytest.raises(InvalidInputError) as caught:
         load_run(text.replace("records: 10000", 'records: "8"'), file="run.yaml")
     codes = [(p.code, p.key_path) for p in caught.value.problems]
-    assert codes == [("int_type", "records")]
+    assert codes == [("int_type", ("records",))]
     assert "int_type" in VALIDATION_TYPE_CODES

@@ -7,7 +7,6 @@ named ``bad-*.yaml`` are the pages' examples of mistakes: they must fail to load
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from types import ModuleType
 
@@ -129,5 +128,5 @@ def test_bad_examples_fail_with_problems_on_their_lines() -> None:
             images=None,
             source=parse_document(text, file=str(bench_path)),
         )
-    assert [re.sub(r"\[\d+\].*", "", p.key_path or "") for p in bad_bench.value.problems] == ["axes"] * 3
+    assert [(p.key_path or ())[:1] for p in bad_bench.value.problems] == [("axes",)] * 3
     assert all(p.line is not None for p in bad_bench.value.problems)

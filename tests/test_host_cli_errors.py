@@ -98,7 +98,7 @@ def test_a_usage_error_with_json_anywhere_is_one_json_object(home: Path) -> None
     done = run(home, "slurm", "execute", "--json", "run.yaml", "--bogus")
     assert done.returncode == 2
     info = one_json_error(done)
-    assert (info.code, info.operation, info.key_path) == ("usage_error", "execute", "--bogus")
+    assert (info.code, info.operation, info.key_path) == ("usage_error", "execute", ("--bogus",))
     assert info.hint == "see 'data-designer slurm execute --help'"
 
 

@@ -131,7 +131,9 @@ def test_a_bad_input_with_json_is_one_error_info_object(home: Path) -> None:
     assert len(result.stderr.splitlines()) == 1
     info = ErrorInfo.model_validate_json(result.stderr)
     assert info.exit_code == 2
-    assert [(p.code, p.key_path) for p in info.problems] == [("relative_path", "clusters.default.workspace_root")]
+    assert [(p.code, p.key_path) for p in info.problems] == [
+        ("relative_path", ("clusters", "default", "workspace_root"))
+    ]
     assert json.loads(result.stderr)["category"] == "invalid_input"
 
 

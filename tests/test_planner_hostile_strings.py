@@ -205,4 +205,4 @@ def test_control_characters_in_argument_fields_are_input_errors(bad: str) -> Non
     document["deployments"]["writer"]["model"] = bad
     with pytest.raises(InvalidInputError) as caught:
         load_run(json.dumps(document), file="run.json")
-    assert [p.key_path for p in caught.value.problems] == ["deployments.writer.model"]
+    assert [p.key_path for p in caught.value.problems] == [("deployments", "writer", "model")]

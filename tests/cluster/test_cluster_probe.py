@@ -134,7 +134,7 @@ def test_an_account_the_user_may_not_use_fails_naming_it(
     assert result.stdout == ""
     info = ErrorInfo.model_validate_json(result.stderr)
     assert info.problems[0].code == "probe_account_failed"
-    assert info.problems[0].key_path == "clusters.local.account"
+    assert info.problems[0].key_path == ("clusters", "local", "account")
     assert f"may not use account {name!r}" in info.problems[0].message
     assert [p.code for p in info.problems[1:]] == [
         "probe_probe_job_not_run",
@@ -156,7 +156,7 @@ def test_an_unusable_workspace_fails_the_workspace_check(
 
     assert [c.name for c in report.not_ok()] == ["workspace", "probe_job", "shared_workspace", "compute_runtime"]
     assert report.check("workspace").status == "failed"
-    assert report.check("workspace").key_path == "clusters.local.workspace_root"
+    assert report.check("workspace").key_path == ("clusters", "local", "workspace_root")
 
 
 def test_a_gpu_count_that_differs_from_gres_fails(tmp_path: Path, local_slurm: dict[str, str]) -> None:

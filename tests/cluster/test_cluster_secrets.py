@@ -137,7 +137,7 @@ def test_named_secrets_reach_the_job_by_name_only_and_an_unset_one_is_refused(
     )
     assert refused.returncode == 2, refused.stderr
     error = json.loads(refused.stderr)
-    assert (error["code"], error["key_path"]) == ("environment_unset", "environment")
+    assert (error["code"], error["key_path"]) == ("environment_unset", ["environment"])
     assert "HF_TOKEN" in error["message"]
     assert not (workspace / "runs").exists(), "nothing written before the refusal"
 

@@ -18,6 +18,7 @@ from data_designer.slurm.contracts import (
     Problem,
     SlurmExtensionError,
     UnavailableError,
+    format_key_path,
 )
 
 ERROR_CLASSES: list[tuple[type[SlurmExtensionError], ErrorCategory, int, str]] = [
@@ -64,13 +65,13 @@ def test_every_category_maps_to_a_distinct_nonzero_exit_code() -> None:
 
 
 def test_error_info_carries_every_structured_field() -> None:
-    problem = Problem(code="relative_path", message="path 'x' is relative", file="p.yaml", line=3, key_path="a.b")
+    problem = Problem(code="relative_path", message="path 'x' is relative", file="p.yaml", line=3, key_path=("a", "b"))
     error = ConflictError(
         "exists",
         code="file_exists",
         operation="profile.init",
         file="/tmp/p.yaml",
-        key_path="clusters.a",
+        key_path=("clusters", "a"),
         line=7,
         hint="pass --force",
         problems=[problem],
@@ -83,13 +84,21 @@ def test_error_info_carries_every_structured_field() -> None:
         operation="profile.init",
         message="exists",
         file="/tmp/p.yaml",
-        key_path="clusters.a",
+        key_path=("clusters", "a"),
         line=7,
         hint="pass --force",
         problems=(problem,),
     )
     assert error.problems == (problem,)
     assert ErrorInfo.model_validate_json(info.model_dump_json()) == info
+
+
+def test_a_key_path_is_its_keys_and_renders_as_text_only_where_shown() -> None:
+    problem = Problem(code="c", message="is wrong", key_path=("deployments", "a.b", "engine_args", "x", 2))
+    assert problem.render() == "deployments.a.b.engine_args.x[2]: is wrong"
+    assert problem.model_dump(mode="json")["key_path"] == ["deployments", "a.b", "engine_args", "x", 2]
+    assert Problem.model_validate_json(problem.model_dump_json()) == problem  # "a.b" stays one key
+    assert (format_key_path(()), format_key_path(("--shard",))) == ("", "--shard")
 
 
 def test_error_info_json_names_category_by_value() -> None:
@@ -113,15 +122,25 @@ def test_with_operation_stamps_only_an_unset_operation() -> None:
     ("problem", "expected"),
     [
         (
-            Problem(code="c", message="is wrong", file="p.yaml", line=4, key_path="clusters.a.account", hint="fix it"),
+            Problem(
+                code="c",
+                message="is wrong",
+                file="p.yaml",
+                line=4,
+                key_path=("clusters", "a", "account"),
+                hint="fix it",
+            ),
             "p.yaml:4: clusters.a.account: is wrong (fix: fix it)",
         ),
-        (Problem(code="c", message="is wrong", file="p.yaml", key_path="k", hint="h"), "p.yaml: k: is wrong (fix: h)"),
-        (Problem(code="c", message="is wrong", line=4, key_path="k", hint="h"), "k: is wrong (fix: h)"),
+        (
+            Problem(code="c", message="is wrong", file="p.yaml", key_path=("k",), hint="h"),
+            "p.yaml: k: is wrong (fix: h)",
+        ),
+        (Problem(code="c", message="is wrong", line=4, key_path=("k",), hint="h"), "k: is wrong (fix: h)"),
         (Problem(code="c", message="is wrong", file="p.yaml", line=1, hint="h"), "p.yaml:1: is wrong (fix: h)"),
-        (Problem(code="c", message="is wrong", file="p.yaml", line=1, key_path="k"), "p.yaml:1: k: is wrong"),
+        (Problem(code="c", message="is wrong", file="p.yaml", line=1, key_path=("k",)), "p.yaml:1: k: is wrong"),
         (Problem(code="c", message="is wrong"), "is wrong"),
-        (Problem(code="c", message="is wrong", key_path="", hint=""), "is wrong"),
+        (Problem(code="c", message="is wrong", key_path=(), hint=""), "is wrong"),
     ],
 )
 def test_problem_renders_file_line_key_message_and_fix(problem: Problem, expected: str) -> None:
@@ -130,8 +149,8 @@ def test_problem_renders_file_line_key_message_and_fix(problem: Problem, expecte
 
 def test_render_lines_gives_one_line_per_problem() -> None:
     problems = [
-        Problem(code="a", message="first", file="f.yaml", line=2, key_path="x", hint="h1"),
-        Problem(code="b", message="second", file="f.yaml", line=5, key_path="y", hint="h2"),
+        Problem(code="a", message="first", file="f.yaml", line=2, key_path=("x",), hint="h1"),
+        Problem(code="b", message="second", file="f.yaml", line=5, key_path=("y",), hint="h2"),
     ]
     error = InvalidInputError.from_problems(problems, operation="op", file="f.yaml")
     assert error.info.render_lines() == ["f.yaml:2: x: first (fix: h1)", "f.yaml:5: y: second (fix: h2)"]
@@ -144,13 +163,13 @@ def test_render_lines_without_problems_renders_the_error_itself() -> None:
 
 def test_from_problems_with_one_problem_takes_its_code_and_location() -> None:
     problem = Problem(
-        code="relative_path", message="path 'x' is relative", file="f.yaml", line=3, key_path="k", hint="h"
+        code="relative_path", message="path 'x' is relative", file="f.yaml", line=3, key_path=("k",), hint="h"
     )
     error = InvalidInputError.from_problems([problem], operation="profile.load")
     assert error.info.code == "relative_path"
     assert error.info.message == problem.render()
     assert error.info.file == "f.yaml"
-    assert (error.info.line, error.info.key_path, error.info.hint) == (3, "k", "h")
+    assert (error.info.line, error.info.key_path, error.info.hint) == (3, ("k",), "h")
     assert error.info.operation == "profile.load"
     assert error.problems == (problem,)
     assert error.exit_code == 2
@@ -158,15 +177,15 @@ def test_from_problems_with_one_problem_takes_its_code_and_location() -> None:
 
 def test_from_problems_with_several_problems_summarises_and_keeps_all() -> None:
     problems = [
-        Problem(code="a", message="first", file="f.yaml", line=2, key_path="x", hint="h1"),
-        Problem(code="b", message="second", file="f.yaml", line=5, key_path="y", hint="h2"),
-        Problem(code="c", message="third", file="f.yaml", line=9, key_path="z", hint="h3"),
+        Problem(code="a", message="first", file="f.yaml", line=2, key_path=("x",), hint="h1"),
+        Problem(code="b", message="second", file="f.yaml", line=5, key_path=("y",), hint="h2"),
+        Problem(code="c", message="third", file="f.yaml", line=9, key_path=("z",), hint="h3"),
     ]
     error = InvalidInputError.from_problems(problems, file="f.yaml")
     assert error.info.code == "invalid_input"
     assert error.info.message.startswith("3 problems in f.yaml; first: ")
     assert error.info.message.endswith(problems[0].render())
-    assert (error.info.line, error.info.key_path) == (2, "x")
+    assert (error.info.line, error.info.key_path) == (2, ("x",))
     assert error.problems == tuple(problems)
 
 

@@ -108,7 +108,7 @@ def test_excerpt_is_short_and_redact_is_idempotent(text: str) -> None:
 
 
 def test_problems_and_errors_redact_their_text_even_when_built_carelessly() -> None:
-    problem = Problem(code="x", message=f"got 'nvapi-{TAIL}'", key_path=f"a.hf_{TAIL}", hint=f"not {HIGH_ENTROPY}")
+    problem = Problem(code="x", message=f"got 'nvapi-{TAIL}'", key_path=("a", f"hf_{TAIL}"), hint=f"not {HIGH_ENTROPY}")
     assert TAIL not in problem.render()
     assert HIGH_ENTROPY not in problem.render()
     error = InvalidInputError(f"bad sk-{TAIL}", hint=f"Bearer {TAIL}0")
@@ -118,6 +118,6 @@ def test_problems_and_errors_redact_their_text_even_when_built_carelessly() -> N
 
 
 def test_lone_surrogates_are_escaped_so_an_error_always_encodes() -> None:
-    problem = Problem(code="x", message="unknown key '\ud800'", key_path="a\udfff")
+    problem = Problem(code="x", message="unknown key '\ud800'", key_path=("a\udfff",))
     problem.render().encode("utf-8")
-    assert problem.key_path == "a\\udfff"
+    assert problem.key_path == ("a\\udfff",)

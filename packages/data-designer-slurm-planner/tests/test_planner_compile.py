@@ -16,6 +16,7 @@ from data_designer.slurm.contracts import (
     InvalidInputError,
     RunSpec,
     SubmissionBinding,
+    format_key_path,
 )
 from data_designer.slurm.planner import Document
 from data_designer.slurm.planner._argv import bind_argv, escape_braces
@@ -73,7 +74,7 @@ def _compile(
 def _problems(run: dict[str, Any], profile: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, str]:
     with pytest.raises(InvalidInputError) as caught:
         _compile(run, profile, **kwargs)
-    return {f"{p.code}@{p.key_path}": p.message for p in caught.value.problems}
+    return {f"{p.code}@{format_key_path(p.key_path or ())}": p.message for p in caught.value.problems}
 
 
 def test_every_default_is_spelled_out_in_the_plan_s_run() -> None:
@@ -273,7 +274,7 @@ def test_a_problem_of_a_deployment_is_reported_once_however_many_replicas_check_
     with pytest.raises(InvalidInputError) as caught:
         _compile(run)
     found = [(p.code, p.key_path) for p in caught.value.problems]
-    assert found == [("engine_arg_unknown", "deployments.writer.engine_args.enforce-eagr")]
+    assert found == [("engine_arg_unknown", ("deployments", "writer", "engine_args", "enforce-eagr"))]
 
 
 def test_every_problem_is_reported_at_once() -> None:
@@ -461,7 +462,7 @@ def test_compile_refuses_a_reserved_option_however_it_is_spelled() -> None:
     cluster = ClusterProfile.model_validate({**PROFILE, "sbatch_options": ["--qos=high", "--wra=x"]})
     with pytest.raises(InvalidInputError) as caught:
         compile(spec, cluster, cluster="c", config=resolve_config(spec))
-    problems = {f"{p.code}@{p.key_path}": p.message for p in caught.value.problems}
+    problems = {f"{p.code}@{format_key_path(p.key_path or ())}": p.message for p in caught.value.problems}
     assert problems["reserved_sbatch_option@clusters.c.sbatch_options[1]"].startswith("sbatch option --wrap")
     assert problems["reserved_sbatch_option@submission.sbatch_options[0]"].startswith("sbatch option --nodes")
 
@@ -539,7 +540,7 @@ def test_binding_refuses_unresolved_plans_and_pattern_characters() -> None:
     unresolved = _compile(_run(), {"gpus_per_node": "auto"})
     with pytest.raises(InvalidInputError) as caught:
         bind_submission(unresolved, SubmissionBinding(run_id="x", run_dir="/ws/x", job_name_prefix="p"))
-    assert [p.key_path for p in caught.value.problems] == ["gpus_per_node"]
+    assert [p.key_path for p in caught.value.problems] == [("gpus_per_node",)]
     plan = _compile(_run())
     for bad in ("/ws/100%", "relative/dir", "/ws/a\\b"):
         with pytest.raises(InvalidInputError, match="run directory"):

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from data_designer.slurm.contracts import ConfigFinding, ConfigSummary, InvalidInputError
+from data_designer.slurm.contracts import ConfigFinding, ConfigSummary, InvalidInputError, KeyPath
 from data_designer.slurm.planner import Document, config_digest, parse_document, read_dd_config
 
 # The shape DataDesignerConfigBuilder.write_config writes (keys sorted, every default spelled out), trimmed.
@@ -85,7 +85,7 @@ def read_data(data: Any) -> ConfigSummary:
     return read_dd_config(Document(file="<inline>", data=data))
 
 
-def problems_of(data: Any) -> list[tuple[str, str | None]]:
+def problems_of(data: Any) -> list[tuple[str, KeyPath | None]]:
     with pytest.raises(InvalidInputError) as caught:
         read_data(data)
     return [(p.code, p.key_path) for p in caught.value.problems]
@@ -236,7 +236,7 @@ def test_a_plugin_column_is_read_by_its_alias_keys_and_flagged() -> None:
     assert (found.severity, found.column, found.key_path) == (
         "warning",
         "debate",
-        "data_designer.columns[0].column_type",
+        ("data_designer", "columns", 0, "column_type"),
     )
 
 
@@ -251,7 +251,7 @@ def test_an_ordered_seed_dataset_blocks_sharding_only() -> None:
     )
     found = finding(summary, "seed_ordered")
     assert (found.severity, found.sharded_only) == ("error", True)
-    assert found.key_path == "data_designer.seed_config.sampling_strategy"
+    assert found.key_path == ("data_designer", "seed_config", "sampling_strategy")
     assert summary.blocking_findings(shards=1) == ()
     assert summary.blocking_findings(shards=2) == (found,)
 
@@ -286,7 +286,7 @@ def test_a_shuffled_seed_dataset_is_a_warning_with_its_selection(selection: Any,
     assert (shuffled.severity, shuffled.sharded_only) == ("warning", True)
     relative = finding(summary, "seed_relative_path")
     assert (relative.severity, relative.sharded_only) == ("warning", False)
-    assert relative.key_path == "data_designer.seed_config.source.path"
+    assert relative.key_path == ("data_designer", "seed_config", "source", "path")
     assert summary.blocking_findings(shards=8) == ()
 
 
@@ -322,7 +322,7 @@ def test_profilers_use_aliases_and_plugin_processors_are_flagged() -> None:
     assert (plugin.severity, plugin.sharded_only, plugin.key_path) == (
         "warning",
         True,
-        "data_designer.processors[1].processor_type",
+        ("data_designer", "processors", 1, "processor_type"),
     )
 
 
@@ -335,7 +335,11 @@ def test_an_alias_missing_from_model_configs_is_an_error() -> None:
     painter = summary.aliases[-1]
     assert (painter.alias, painter.defined, painter.model, painter.columns) == ("painter", False, None, ("b",))
     found = finding(summary, "undefined_alias")
-    assert (found.severity, found.column, found.key_path) == ("error", "b", "data_designer.columns[1].model_alias")
+    assert (found.severity, found.column, found.key_path) == (
+        "error",
+        "b",
+        ("data_designer", "columns", 1, "model_alias"),
+    )
 
 
 @pytest.mark.parametrize("model_configs", [None, []])
@@ -353,7 +357,7 @@ def test_findings_convert_to_problems() -> None:
     assert (problem.code, problem.file, problem.key_path) == (
         "seed_ordered",
         "c.yaml",
-        "data_designer.seed_config.sampling_strategy",
+        ("data_designer", "seed_config", "sampling_strategy"),
     )
     assert problem.hint is not None
 
@@ -363,46 +367,49 @@ def test_findings_convert_to_problems() -> None:
     [
         ([1, 2], [("not_a_dd_config", None)]),
         ({"model_configs": []}, [("not_a_dd_config", None)]),
-        ({"data_designer": [1]}, [("wrong_type", "data_designer")]),
-        ({"data_designer": {"model_configs": []}}, [("missing_key", "data_designer.columns")]),
-        ({"columns": "a"}, [("wrong_type", "columns")]),
-        ({"columns": ["a"]}, [("wrong_type", "columns[0]")]),
-        ({"columns": [{"column_type": "expression"}]}, [("missing_key", "columns[0].name")]),
-        ({"columns": [{"name": "x"}]}, [("missing_key", "columns[0].column_type")]),
-        ({"columns": [{"name": "x", "column_type": "llm-text"}]}, [("missing_key", "columns[0].model_alias")]),
+        ({"data_designer": [1]}, [("wrong_type", ("data_designer",))]),
+        ({"data_designer": {"model_configs": []}}, [("missing_key", ("data_designer", "columns"))]),
+        ({"columns": "a"}, [("wrong_type", ("columns",))]),
+        ({"columns": ["a"]}, [("wrong_type", ("columns", 0))]),
+        ({"columns": [{"column_type": "expression"}]}, [("missing_key", ("columns", 0, "name"))]),
+        ({"columns": [{"name": "x"}]}, [("missing_key", ("columns", 0, "column_type"))]),
+        ({"columns": [{"name": "x", "column_type": "llm-text"}]}, [("missing_key", ("columns", 0, "model_alias"))]),
         (
             {"columns": [{"name": "x", "column_type": "llm-code", "model_alias": 3}]},
-            [("wrong_type", "columns[0].model_alias")],
+            [("wrong_type", ("columns", 0, "model_alias"))],
         ),
-        ({"columns": [{"name": "x", "column_type": "sampler"}]}, [("missing_key", "columns[0].sampler_type")]),
+        ({"columns": [{"name": "x", "column_type": "sampler"}]}, [("missing_key", ("columns", 0, "sampler_type"))]),
         (
             {"columns": [{"name": "x", "column_type": "expression"}, {"name": "x", "column_type": "expression"}]},
-            [("duplicate_column", "columns[1].name")],
+            [("duplicate_column", ("columns", 1, "name"))],
         ),
         (
             {"columns": [], "model_configs": [{"alias": "a"}, {"alias": "a"}]},
-            [("duplicate_alias", "model_configs[1].alias")],
+            [("duplicate_alias", ("model_configs", 1, "alias"))],
         ),
-        ({"columns": [], "model_configs": [{"model": "m"}]}, [("missing_key", "model_configs[0].alias")]),
+        ({"columns": [], "model_configs": [{"model": "m"}]}, [("missing_key", ("model_configs", 0, "alias"))]),
         (
             {"columns": [], "seed_config": {"source": {"seed_type": "local"}, "sampling_strategy": "random"}},
-            [("invalid_value", "seed_config.sampling_strategy")],
+            [("invalid_value", ("seed_config", "sampling_strategy"))],
         ),
-        ({"columns": [], "seed_config": {"sampling_strategy": "shuffle"}}, [("missing_key", "seed_config.source")]),
+        (
+            {"columns": [], "seed_config": {"sampling_strategy": "shuffle"}},
+            [("missing_key", ("seed_config", "source"))],
+        ),
         (
             {"columns": [], "seed_config": {"source": {"seed_type": "hf", "path": "d", "token": "hf-literal"}}},
-            [("secret_literal", "seed_config.source.token")],
+            [("secret_literal", ("seed_config", "source", "token"))],
         ),
         (
             {"columns": [{"name": "x", "column_type": "expression", "expr": "nvapi-" + "a" * 20}]},
-            [("secret_literal", "columns[0].expr")],
+            [("secret_literal", ("columns", 0, "expr"))],
         ),
-        ({"columns": [], "processors": [{"name": "p"}]}, [("missing_key", "processors[0].processor_type")]),
+        ({"columns": [], "processors": [{"name": "p"}]}, [("missing_key", ("processors", 0, "processor_type"))]),
         (
             {"columns": [{"name": "x", "column_type": "p", "model_aliases": ["a", 1]}]},
-            [("wrong_type", "columns[0].model_aliases[1]")],
+            [("wrong_type", ("columns", 0, "model_aliases", 1))],
         ),
-        ({"columns": [], "extra": {"k": float("nan")}}, [("not_plain_data", "extra.k")]),
+        ({"columns": [], "extra": {"k": float("nan")}}, [("not_plain_data", ("extra", "k"))]),
     ],
 )
 def test_what_is_not_a_data_designer_config_is_invalid_input(data: Any, expected: list[tuple[str, str | None]]) -> None:
@@ -424,9 +431,9 @@ data_designer:
         read(text)
     problems = caught.value.problems
     assert [(p.code, p.key_path, p.line) for p in problems] == [
-        ("missing_key", "data_designer.columns[0].model_alias", 3),
-        ("missing_key", "data_designer.columns[1].sampler_type", 5),
-        ("missing_key", "data_designer.model_configs[0].alias", 8),
+        ("missing_key", ("data_designer", "columns", 0, "model_alias"), 3),
+        ("missing_key", ("data_designer", "columns", 1, "sampler_type"), 5),
+        ("missing_key", ("data_designer", "model_configs", 0, "alias"), 8),
     ]
     assert caught.value.exit_code == 2
     assert caught.value.info.operation == "read_dd_config"

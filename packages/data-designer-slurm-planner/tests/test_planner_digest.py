@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from data_designer.slurm.contracts import InvalidInputError, Problem
+from data_designer.slurm.contracts import InvalidInputError, KeyPath, Problem
 from data_designer.slurm.planner import (
     MAX_RUN_SEED,
     SAMPLER_SEED_BITS,
@@ -93,14 +93,14 @@ def test_different_json_values_encode_differently(left: Any, right: Any) -> None
 @pytest.mark.parametrize(
     ("value", "key_path", "fragment"),
     [
-        ({"a": float("nan")}, "a", "not a finite number"),
-        ({"a": [0, float("inf")]}, "a[1]", "not a finite number"),
-        ({"a": {1: "x"}}, "a", "mapping key 1 is not a string"),
-        ({"s": {1, 2}}, "s", "set value"),
-        ({"b": b"x"}, "b", "bytes value"),
+        ({"a": float("nan")}, ("a",), "not a finite number"),
+        ({"a": [0, float("inf")]}, ("a", 1), "not a finite number"),
+        ({"a": {1: "x"}}, ("a",), "mapping key 1 is not a string"),
+        ({"s": {1, 2}}, ("s",), "set value"),
+        ({"b": b"x"}, ("b",), "bytes value"),
     ],
 )
-def test_values_without_a_canonical_form_are_errors_naming_where(value: Any, key_path: str, fragment: str) -> None:
+def test_values_without_a_canonical_form_are_errors_naming_where(value: Any, key_path: KeyPath, fragment: str) -> None:
     with pytest.raises(NotCanonicalError) as caught:
         canonical_json(value)
     assert caught.value.info.key_path == key_path

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from data_designer.slurm.planner import Document, KeyPath, detect_format, format_key_path, parse_document
+from data_designer.slurm.contracts import KeyPath, format_key_path
+from data_designer.slurm.planner import Document, detect_format, parse_document
 
 NESTED_YAML = """\
 schema_version: 1
@@ -134,7 +135,7 @@ def test_yaml_duplicate_keys_name_the_key_path_and_both_lines() -> None:
     assert len(document.problems) == 1
     problem = document.problems[0]
     assert problem.code == "duplicate_key"
-    assert problem.key_path == "clusters.a.account"
+    assert problem.key_path == ("clusters", "a", "account")
     assert problem.line == 5
     assert "line 3" in problem.message
     assert problem.file == "p.yaml"
@@ -144,14 +145,16 @@ def test_yaml_duplicate_keys_name_the_key_path_and_both_lines() -> None:
 
 def test_yaml_top_level_duplicate_keys_are_reported() -> None:
     document = parse_document("a: 1\nb: 2\na: 3\n", file="p.yaml")
-    assert [(p.code, p.key_path, p.line) for p in document.problems] == [("duplicate_key", "a", 3)]
+    assert [(p.code, p.key_path, p.line) for p in document.problems] == [("duplicate_key", ("a",), 3)]
     assert "line 1" in document.problems[0].message
 
 
 def test_json_duplicate_keys_name_the_key_path_and_both_lines() -> None:
     text = '{\n  "clusters": {\n    "a": {\n      "account": "x",\n      "account": "y"\n    }\n  }\n}\n'
     document = parse_document(text, file="p.json")
-    assert [(p.code, p.key_path, p.line) for p in document.problems] == [("duplicate_key", "clusters.a.account", 5)]
+    assert [(p.code, p.key_path, p.line) for p in document.problems] == [
+        ("duplicate_key", ("clusters", "a", "account"), 5)
+    ]
     assert "line 4" in document.problems[0].message
     assert document.problems[0].hint
 
@@ -159,7 +162,7 @@ def test_json_duplicate_keys_name_the_key_path_and_both_lines() -> None:
 @pytest.mark.parametrize("scalar", [".inf", "-.inf", "+.inf", ".Inf", ".NaN", ".nan", "1e999"])
 def test_yaml_non_finite_numbers_are_problems(scalar: str) -> None:
     document = parse_document(f"a: 1\nvalue: {scalar}\n", file="p.yaml")
-    assert [(p.code, p.key_path, p.line) for p in document.problems] == [("non_finite_number", "value", 2)]
+    assert [(p.code, p.key_path, p.line) for p in document.problems] == [("non_finite_number", ("value",), 2)]
     assert document.problems[0].hint
 
 
@@ -173,7 +176,7 @@ def test_json_nan_and_infinity_are_problems(constant: str) -> None:
 
 def test_json_overflowing_numbers_are_problems() -> None:
     document = parse_document('{\n"value": 1e999}', file="p.json")
-    assert [(p.code, p.key_path, p.line) for p in document.problems] == [("non_finite_number", "value", 2)]
+    assert [(p.code, p.key_path, p.line) for p in document.problems] == [("non_finite_number", ("value",), 2)]
 
 
 # Ten lines of valid YAML before the broken one, so that the opening line (11) and the line where PyYAML notices
@@ -268,7 +271,7 @@ def test_yaml_unreadable_characters_are_one_line_problems() -> None:
 def test_yaml_merge_keys_are_rejected() -> None:
     text = "base: &b\n  x: 1\nc:\n  <<: *b\n  y: 2\n"
     document = parse_document(text, file="p.yaml")
-    assert [(p.code, p.key_path, p.line) for p in document.problems] == [("merge_key", "c", 4)]
+    assert [(p.code, p.key_path, p.line) for p in document.problems] == [("merge_key", ("c",), 4)]
     assert document.problems[0].hint
 
 
@@ -285,19 +288,19 @@ def test_yaml_merge_keys_are_rejected() -> None:
 )
 def test_yaml_custom_and_malformed_scalar_tags_are_problems(scalar: str) -> None:
     document = parse_document(f"a: 1\nvalue: {scalar}\n", file="p.yaml")
-    assert [(p.code, p.key_path, p.line) for p in document.problems] == [("unsupported_value", "value", 2)]
+    assert [(p.code, p.key_path, p.line) for p in document.problems] == [("unsupported_value", ("value",), 2)]
     assert document.problems[0].hint
 
 
 @pytest.mark.parametrize("collection", ["!foo {b: 1}", "!foo [1]", "!!set {b, c}", "!!omap [b: 1]"])
 def test_yaml_tags_on_collections_are_problems(collection: str) -> None:
     document = parse_document(f"a: 1\nvalue: {collection}\n", file="p.yaml")
-    assert [(p.code, p.key_path, p.line) for p in document.problems] == [("unsupported_value", "value", 2)]
+    assert [(p.code, p.key_path, p.line) for p in document.problems] == [("unsupported_value", ("value",), 2)]
 
 
 def test_yaml_integers_too_long_for_python_are_problems() -> None:
     document = parse_document("value: " + "9" * 5000 + "\n", file="p.yaml")
-    assert [(p.code, p.key_path) for p in document.problems] == [("unsupported_value", "value")]
+    assert [(p.code, p.key_path) for p in document.problems] == [("unsupported_value", ("value",))]
 
 
 def test_yaml_recursive_aliases_are_problems_not_crashes() -> None:

@@ -64,14 +64,14 @@ def test_words_that_merely_contain_a_secret_word_are_not(key: str) -> None:
 
 def test_a_token_under_a_non_secret_key_is_reported_once_and_never_echoed() -> None:
     found = problems(json.dumps(run(records=TOKEN)))
-    assert [(p.code, p.key_path) for p in found] == [("secret_literal", "records")]
+    assert [(p.code, p.key_path) for p in found] == [("secret_literal", ("records",))]
     assert TOKEN not in shown(found)
 
 
 def test_a_literal_under_a_secret_key_hides_every_other_problem_at_that_key() -> None:
     external = {"judge": {"endpoint": "https://h.example/v1", "api_key_env": "hunter2-is-my-password"}}
     found = problems(json.dumps(run(external=external)))
-    assert [(p.code, p.key_path) for p in found] == [("secret_literal", "external.judge.api_key_env")]
+    assert [(p.code, p.key_path) for p in found] == [("secret_literal", ("external", "judge", "api_key_env"))]
     assert "hunter2" not in shown(found)
 
 
@@ -95,8 +95,8 @@ def test_a_data_designer_config_file_gets_the_same_secret_rules() -> None:
     with pytest.raises(InvalidInputError) as caught:
         read_dd_config(Document(file="dd.yaml", data=data))
     assert [(p.code, p.key_path) for p in caught.value.problems] == [
-        ("secret_literal", "model_providers[0].api_key"),
-        ("secret_literal", "model_providers[0].headers.x-api-key"),
+        ("secret_literal", ("model_providers", 0, "api_key")),
+        ("secret_literal", ("model_providers", 0, "headers", "x-api-key")),
     ]
     assert "literal-key" not in shown(caught.value.problems)
 
@@ -149,7 +149,7 @@ def test_an_engine_arg_with_a_nul_is_refused_at_its_key() -> None:
     deployments = {"writer": {"engine": "vllm", "model": "/m", "engine_args": {"chat-template": "a\u0000b"}}}
     found = problems(json.dumps(run(deployments=deployments)))
     assert [(p.code, p.key_path) for p in found] == [
-        ("control_character", "deployments.writer.engine_args.chat-template")
+        ("control_character", ("deployments", "writer", "engine_args", "chat-template"))
     ]
 
 
@@ -158,7 +158,7 @@ def test_a_health_path_that_names_another_host_is_refused() -> None:
         "writer": {"engine": "command", "argv": ["serve"], "model": "m", "health_path": "@evil.example:80/health"}
     }
     found = problems(json.dumps(run(deployments=deployments)))
-    assert [(p.code, p.key_path) for p in found] == [("url_path", "deployments.writer.health_path")]
+    assert [(p.code, p.key_path) for p in found] == [("url_path", ("deployments", "writer", "health_path"))]
     assert found[0].hint
     assert "'/'" in found[0].hint
 
@@ -166,11 +166,11 @@ def test_a_health_path_that_names_another_host_is_refused() -> None:
 @pytest.mark.parametrize("endpoint", ["https://bob:hunter2@h.example/v1", "file:///etc/passwd"])
 def test_external_endpoints_with_credentials_or_other_schemes_are_refused(endpoint: str) -> None:
     found = problems(json.dumps(run(external={"judge": {"endpoint": endpoint}})))
-    assert [p.key_path for p in found] == ["external.judge.endpoint"]
+    assert [p.key_path for p in found] == [("external", "judge", "endpoint")]
     assert "hunter2" not in shown(found)
 
 
 def test_a_lone_surrogate_is_a_problem_not_a_crash() -> None:
     found = problems('{"schema_version": 1, "name": "\\ud800"}')
-    assert [(p.code, p.key_path) for p in found] == [("unsupported_value", "name")]
+    assert [(p.code, p.key_path) for p in found] == [("unsupported_value", ("name",))]
     shown(found).encode("utf-8")

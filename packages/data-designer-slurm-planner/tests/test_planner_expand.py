@@ -413,4 +413,4 @@ def test_a_base_run_file_s_problems_name_that_file() -> None:
             base_source=base_source,
         )
     (problem,) = caught.value.problems
-    assert (problem.file, problem.line, problem.key_path) == ("/runs/base.yaml", 9, "submission.time_limit")
+    assert (problem.file, problem.line, problem.key_path) == ("/runs/base.yaml", 9, ("submission", "time_limit"))

@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from data_designer.slurm.contracts import ClusterFacts, ClusterProfile, ExecutionPlan, NodeShape, PartitionFacts
+from data_designer.slurm.contracts import (
+    ClusterFacts,
+    ClusterProfile,
+    ExecutionPlan,
+    NodeShape,
+    PartitionFacts,
+    format_key_path,
+)
 from data_designer.slurm.planner import check_fit, compile
 from data_designer.slurm.planner._inputs import load_run, resolve_config
 
@@ -59,7 +66,7 @@ def _facts(
 
 def _one(plan: ExecutionPlan, facts: ClusterFacts) -> tuple[str, str | None, str, str | None]:
     (problem,) = check_fit(plan, facts)
-    return problem.code, problem.key_path, problem.message, problem.hint
+    return problem.code, format_key_path(problem.key_path or ()), problem.message, problem.hint
 
 
 def test_a_plan_that_fits_has_no_problems_and_no_facts_mean_no_check() -> None:
@@ -127,9 +134,9 @@ def test_every_violation_is_its_own_problem() -> None:
     plan = _plan(_run(client={"cpus": 8, "memory_gb": 16}, submission={"time_limit": "02:00:00"}))
     codes = {(p.code, p.key_path) for p in check_fit(plan, _facts(max_time="00:30:00"))}
     assert codes == {
-        ("cluster_time_limit", "submission.time_limit"),
-        ("cluster_cpus", "client.cpus"),
-        ("cluster_memory", "client.memory_gb"),
+        ("cluster_time_limit", ("submission", "time_limit")),
+        ("cluster_cpus", ("client", "cpus")),
+        ("cluster_memory", ("client", "memory_gb")),
     }
 
 

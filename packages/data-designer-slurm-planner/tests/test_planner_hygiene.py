@@ -102,7 +102,7 @@ def test_a_command_template_asking_for_the_key_is_an_error_pointing_at_api_key_e
     problems: list[Problem] = []
     command_argv("writer", deployment, gpus=1, problems=problems)
     [problem] = problems
-    assert (problem.code, problem.key_path) == ("api_key_on_argv", "deployments.writer.argv[3]")
+    assert (problem.code, problem.key_path) == ("api_key_on_argv", ("deployments", "writer", "argv", 3))
     assert "'--api-key={api_key}'" in problem.message
     assert "{api_key_env}" in (problem.hint or "")
 
@@ -111,4 +111,4 @@ def test_a_formatted_key_placeholder_is_still_an_unknown_placeholder() -> None:
     deployment = CommandDeployment.model_validate({"engine": "command", "argv": ["srv", "{api_key!r}"], "model": "m"})
     problems: list[Problem] = []
     command_argv("writer", deployment, gpus=1, problems=problems)
-    assert [(p.code, p.key_path) for p in problems] == [("unknown_placeholder", "deployments.writer.argv[1]")]
+    assert [(p.code, p.key_path) for p in problems] == [("unknown_placeholder", ("deployments", "writer", "argv", 1))]

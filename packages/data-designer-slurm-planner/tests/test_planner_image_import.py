@@ -173,7 +173,7 @@ def test_anything_else_is_refused_naming_the_source_and_the_form(source: str) ->
     assert error.info.code == "invalid_image_reference"
     assert error.exit_code == 2
     assert "docker://[USER@][REGISTRY#]IMAGE[:TAG]" in error.info.message
-    assert error.info.key_path == "SOURCE"
+    assert error.info.key_path == ("SOURCE",)
 
 
 def test_is_registry_reference_looks_at_the_scheme_only() -> None:

@@ -19,6 +19,7 @@ from data_designer.slurm.contracts import (
     InvalidInputError,
     RunSpec,
     __version__,
+    format_key_path,
 )
 from data_designer.slurm.planner._compile import compile
 from data_designer.slurm.planner._images import Installation, benchmark_images, named_images
@@ -88,7 +89,7 @@ def _messages(run: dict[str, Any], images: list[ImageRecord], profile: dict[str,
     with pytest.raises(InvalidInputError) as caught:
         _compile(run, images, profile)
     assert caught.value.exit_code == 2
-    return [f"{p.code}@{p.key_path}: {p.message}" for p in caught.value.problems]
+    return [f"{p.code}@{format_key_path(p.key_path or ())}: {p.message}" for p in caught.value.problems]
 
 
 def test_a_serving_image_with_a_supported_vllm_resolves_with_its_digest() -> None:

@@ -28,6 +28,7 @@ from data_designer.slurm.contracts import (
     InvalidInputError,
     Problem,
     RunSpec,
+    format_key_path,
 )
 from data_designer.slurm.planner._compile import compile
 from data_designer.slurm.planner._expand import expand
@@ -78,7 +79,7 @@ def _only(problems: tuple[Problem, ...] | list[Problem]) -> Problem:
 
 def _names(problem: Problem, key_path: str, value: int, cap: int) -> None:
     assert problem.code == "over_limit"
-    assert problem.key_path == key_path
+    assert format_key_path(problem.key_path or ()) == key_path
     assert f"{value:,}" in problem.message or repr(value) in problem.message, problem.message
     assert f"{cap:,}" in problem.message, problem.message
     assert problem.hint
@@ -181,7 +182,7 @@ def test_children_are_counted_from_the_axes_before_expanding() -> None:
     # 100 x 100 x 100 x 100 cases would be 10**8 plans; the count alone refuses them.
     benchmark = _benchmark([_concurrency(100), _concurrency(100), _concurrency(100), _concurrency(100)])
     problem = _only(benchmark_limit_problems(benchmark))
-    assert problem.key_path == "axes"
+    assert problem.key_path == ("axes",)
     assert "at least" in problem.message
     assert f"{MAX_BENCHMARK_CHILDREN:,}" in problem.message
     problems = _expand_problems(benchmark)
@@ -198,16 +199,16 @@ def test_children_at_the_cap_pass_and_one_more_is_refused() -> None:
 
 def test_hostile_repeats_are_refused_with_the_key_and_the_cap() -> None:
     problems = _expand_problems(_benchmark([], repeats=HOSTILE))
-    repeats = next(p for p in problems if p.key_path == "repeats")
+    repeats = next(p for p in problems if p.key_path == ("repeats",))
     _names(repeats, "repeats", HOSTILE, MAX_REPEATS)
-    assert any(p.key_path == "axes" and f"{HOSTILE:,} children" in p.message for p in problems)
+    assert any(p.key_path == ("axes",) and f"{HOSTILE:,} children" in p.message for p in problems)
 
 
 def test_a_replicas_axis_value_above_the_cap_is_reported_at_the_axis_value() -> None:
     benchmark = _benchmark([{"axis": "replicas", "alias": "writer", "values": [1, HOSTILE]}])
     problem = _only(_expand_problems(benchmark))
     assert problem.code == "over_limit"
-    assert problem.key_path == "axes[0].values[1]"
+    assert problem.key_path == ("axes", 0, "values", 1)
     assert f"{MAX_REPLICAS_PER_DEPLOYMENT:,}" in problem.message
 
 
@@ -215,7 +216,7 @@ def test_a_nodes_axis_that_fills_too_many_nodes_is_refused() -> None:
     benchmark = _benchmark([{"axis": "nodes", "alias": "writer", "values": [HOSTILE]}])
     problem = _only(_expand_problems(benchmark))
     assert problem.code == "over_limit"
-    assert problem.key_path == "axes[0].values[0]"
+    assert problem.key_path == ("axes", 0, "values", 0)
     assert f"{8 * HOSTILE}" in problem.message  # eight one-GPU replicas per node of eight GPUs
 
 
@@ -226,5 +227,5 @@ def test_replicas_over_all_cases_together_are_capped() -> None:
     base = _run({"replicas": per_case})
     problem = _only(_expand_problems(benchmark, base))
     assert problem.code == "over_limit"
-    assert problem.key_path == "axes"
+    assert problem.key_path == ("axes",)
     assert f"{MAX_BENCHMARK_REPLICAS:,}" in problem.message

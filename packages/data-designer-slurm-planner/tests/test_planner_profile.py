@@ -12,11 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from data_designer.slurm.contracts import (
-    InvalidInputError,
-    Profile,
-    format_time_limit,
-)
+from data_designer.slurm.contracts import InvalidInputError, KeyPath, Profile, format_time_limit
 from data_designer.slurm.planner import (
     RESERVED_SBATCH_OPTIONS,
     ProfileTemplate,
@@ -107,15 +103,17 @@ def test_printable_characters_yaml_treats_specially_survive_the_template(char: s
 @pytest.mark.parametrize(
     ("field", "value", "key_path"),
     [
-        ("workspace_root", "relative", "clusters.default.workspace_root"),
-        ("python", "python3", "clusters.default.compute_python.interpreter"),
-        ("gpus_per_node", 0, "clusters.default.gpus_per_node"),
-        ("gpu_request", "all", "clusters.default.gpu_request"),
-        ("default_time_limit", "0", "clusters.default.default_time_limit"),
-        ("account", "a\nb", "clusters.default.account"),
+        ("workspace_root", "relative", ("clusters", "default", "workspace_root")),
+        ("python", "python3", ("clusters", "default", "compute_python", "interpreter")),
+        ("gpus_per_node", 0, ("clusters", "default", "gpus_per_node")),
+        ("gpu_request", "all", ("clusters", "default", "gpu_request")),
+        ("default_time_limit", "0", ("clusters", "default", "default_time_limit")),
+        ("account", "a\nb", ("clusters", "default", "account")),
     ],
 )
-def test_a_bad_template_value_renders_a_profile_that_fails_on_its_key(field: str, value: object, key_path: str) -> None:
+def test_a_bad_template_value_renders_a_profile_that_fails_on_its_key(
+    field: str, value: object, key_path: KeyPath
+) -> None:
     overrides: dict[str, Any] = {field: value}
     template = replace(ProfileTemplate(), **overrides)
     with pytest.raises(InvalidInputError) as caught:

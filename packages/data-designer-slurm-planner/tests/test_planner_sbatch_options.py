@@ -127,7 +127,7 @@ def test_every_spelling_of_a_reserved_option_is_refused_by_its_canonical_name(na
     assert len(spellings) >= 2
     for items in spellings:
         problems = _problems(["--comment=before", *items, "--comment=after"])
-        assert [(p.code, p.key_path) for p in problems] == [("reserved_sbatch_option", "sbatch_options[1]")], items
+        assert [(p.code, p.key_path) for p in problems] == [("reserved_sbatch_option", ("sbatch_options", 1))], items
         assert problems[0].message.startswith(f"sbatch option --{name}"), problems[0].message
         written = items[0].partition("=")[0] if items[0].startswith("--") else items[0][:2]
         if written != f"--{name}":
@@ -164,7 +164,7 @@ def test_the_abbreviations_that_overrode_the_plan_are_refused(items: list[str], 
 
 def test_a_reserved_option_at_the_end_is_refused_as_reserved_not_as_missing_a_value() -> None:
     (problem,) = _problems(["--qos=high", "--part"])
-    assert (problem.code, problem.key_path) == ("reserved_sbatch_option", "sbatch_options[1]")
+    assert (problem.code, problem.key_path) == ("reserved_sbatch_option", ("sbatch_options", 1))
 
 
 # ---- what sbatch could not read as one option ---------------------------------------------------------------------
@@ -208,7 +208,7 @@ def test_an_unknown_option_close_to_a_real_one_suggests_it() -> None:
 )
 def test_a_value_taking_option_without_a_value_is_refused(items: list[str], at: int) -> None:
     (problem,) = _problems(items)
-    assert (problem.code, problem.key_path) == ("sbatch_option_value", f"sbatch_options[{at}]")
+    assert (problem.code, problem.key_path) == ("sbatch_option_value", ("sbatch_options", at))
     assert "needs a value" in problem.message
 
 
@@ -225,7 +225,7 @@ def test_an_option_without_an_argument_refuses_a_value(items: list[str]) -> None
 
 def test_an_optional_argument_takes_a_value_only_after_an_equals_sign() -> None:
     (problem,) = _problems(["--nice", "10"])
-    assert (problem.code, problem.key_path) == ("sbatch_option_form", "sbatch_options[1]")
+    assert (problem.code, problem.key_path) == ("sbatch_option_form", ("sbatch_options", 1))
     assert problem.hint == "write '--nice=VALUE' as one item"
     assert canonical_sbatch_options(["--nice=10", "--nice"]) == ("--nice=10", "--nice")
 
@@ -233,7 +233,7 @@ def test_an_optional_argument_takes_a_value_only_after_an_equals_sign() -> None:
 @pytest.mark.parametrize("item", ["", "10", ":", "--", "-", "constraint=a100"])
 def test_an_item_that_is_no_option_is_refused(item: str) -> None:
     (problem,) = _problems(["--qos=high", item])
-    assert (problem.code, problem.key_path) == ("sbatch_option_form", "sbatch_options[1]")
+    assert (problem.code, problem.key_path) == ("sbatch_option_form", ("sbatch_options", 1))
 
 
 # ---- accepted options ---------------------------------------------------------------------------------------------
@@ -272,9 +272,9 @@ def test_canonical_raises_one_error_with_every_problem() -> None:
         canonical_sbatch_options(["--part=gpu", "--bogus=1", "--nice", "5"], path=("submission", "sbatch_options"))
     assert caught.value.exit_code == 2
     assert [(p.code, p.key_path) for p in caught.value.problems] == [
-        ("reserved_sbatch_option", "submission.sbatch_options[0]"),
-        ("unknown_sbatch_option", "submission.sbatch_options[1]"),
-        ("sbatch_option_form", "submission.sbatch_options[3]"),
+        ("reserved_sbatch_option", ("submission", "sbatch_options", 0)),
+        ("unknown_sbatch_option", ("submission", "sbatch_options", 1)),
+        ("sbatch_option_form", ("submission", "sbatch_options", 3)),
     ]
 
 
@@ -301,8 +301,8 @@ def test_a_profile_refuses_a_reserved_abbreviation_naming_the_file_line_key_and_
         load_profile(PROFILE, file="p.yaml")
     assert caught.value.exit_code == 2
     assert [(p.code, p.key_path, p.line) for p in caught.value.problems] == [
-        ("reserved_sbatch_option", "clusters.a.sbatch_options[3]", 11),
-        ("control_character", "clusters.a.sbatch_options[4]", 12),
+        ("reserved_sbatch_option", ("clusters", "a", "sbatch_options", 3), 11),
+        ("control_character", ("clusters", "a", "sbatch_options", 4), 12),
     ]
     rendered = caught.value.problems[0].render()
     assert rendered.startswith("p.yaml:11: clusters.a.sbatch_options[3]: sbatch option --partition (written '--part')")
@@ -331,7 +331,7 @@ def test_a_run_file_refuses_and_canonicalises_its_submission_options() -> None:
     (problem,) = caught.value.problems
     assert (problem.code, problem.key_path, problem.file) == (
         "reserved_sbatch_option",
-        "submission.sbatch_options[2]",
+        ("submission", "sbatch_options", 2),
         "run.yaml",
     )
     run = load_run(RUN.replace(", --sign=USR1", ""), file="run.yaml")

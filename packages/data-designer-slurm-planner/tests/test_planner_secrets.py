@@ -77,9 +77,9 @@ auth:
     document = parse_document(text, file="c.yaml")
     problems = find_secret_literals(document)
     assert [(p.code, p.key_path, p.line) for p in problems] == [
-        ("secret_literal", "auth.token", 3),
-        ("secret_literal", "auth.password", 4),
-        ("secret_literal", "auth.hf_token", 5),
+        ("secret_literal", ("auth", "token"), 3),
+        ("secret_literal", ("auth", "password"), 4),
+        ("secret_literal", ("auth", "hf_token"), 5),
     ]
     for problem in problems:
         assert problem.file == "c.yaml"
@@ -99,20 +99,20 @@ clusters:
 """
     problems = find_secret_literals(parse_document(text, file="p.yaml"))
     assert [(p.code, p.key_path, p.line) for p in problems] == [
-        ("secret_literal", "clusters.a.account", 3),
-        ("secret_literal", "clusters.a.sbatch_options[1]", 6),
+        ("secret_literal", ("clusters", "a", "account"), 3),
+        ("secret_literal", ("clusters", "a", "sbatch_options", 1), 6),
     ]
 
 
 def test_secret_like_keys_holding_mappings_are_walked() -> None:
     text = f"credentials:\n  store: HF_TOKEN\n  backup: sk-{TOKEN_TAIL}\n"
     problems = find_secret_literals(parse_document(text, file="p.yaml"))
-    assert [(p.key_path, p.line) for p in problems] == [("credentials.backup", 3)]
+    assert [(p.key_path, p.line) for p in problems] == [(("credentials", "backup"), 3)]
 
 
 def test_an_environment_variable_name_with_a_trailing_newline_is_a_literal() -> None:
     problems = find_secret_literals(parse_document('token: "HF_TOKEN\\n"\n', file="p.yaml"))
-    assert [(p.code, p.key_path) for p in problems] == [("secret_literal", "token")]
+    assert [(p.code, p.key_path) for p in problems] == [("secret_literal", ("token",))]
 
 
 def test_harmless_documents_have_no_secret_literals() -> None:

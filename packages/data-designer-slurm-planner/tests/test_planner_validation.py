@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from data_designer.slurm.contracts import ClusterProfile, InvalidInputError, Problem, Profile
+from data_designer.slurm.contracts import ClusterProfile, InvalidInputError, KeyPath, Problem, Profile
 from data_designer.slurm.planner import (
     allowed_keys,
     load_base_run,
@@ -51,14 +51,14 @@ def problems_of(text: str, file: str = "p.yaml") -> tuple[Problem, ...]:
 def test_every_problem_is_reported_at_once_sorted_by_line() -> None:
     problems = problems_of(BROKEN)
     assert [(p.code, p.key_path, p.line) for p in problems] == [
-        ("relative_path", "clusters.a.workspace_root", 4),
-        ("unknown_key", "clusters.a.acount", 5),
-        ("secret_literal", "clusters.a.account", 6),
-        ("string_type", "clusters.a.partitions.cpu", 9),
-        ("literal_error", "clusters.a.gpu_request", 10),
-        ("reserved_sbatch_option", "clusters.a.sbatch_options[1]", 15),
-        ("control_character", "clusters.a.sbatch_options[2]", 16),
-        ("env_var_name", "clusters.a.environment[0]", 17),
+        ("relative_path", ("clusters", "a", "workspace_root"), 4),
+        ("unknown_key", ("clusters", "a", "acount"), 5),
+        ("secret_literal", ("clusters", "a", "account"), 6),
+        ("string_type", ("clusters", "a", "partitions", "cpu"), 9),
+        ("literal_error", ("clusters", "a", "gpu_request"), 10),
+        ("reserved_sbatch_option", ("clusters", "a", "sbatch_options", 1), 15),
+        ("control_character", ("clusters", "a", "sbatch_options", 2), 16),
+        ("env_var_name", ("clusters", "a", "environment", 0), 17),
     ]
     for problem in problems:
         assert problem.file == "p.yaml"
@@ -89,7 +89,7 @@ def test_unknown_top_level_key() -> None:
     text = "schema_version: 1\nclusterz: {}\nclusters:\n  a:\n    workspace_root: /w\n"
     problems = problems_of(text)
     unknown = [p for p in problems if p.code == "unknown_key"]
-    assert [(p.key_path, p.line) for p in unknown] == [("clusterz", 2)]
+    assert [(p.key_path, p.line) for p in unknown] == [(("clusterz",), 2)]
     assert unknown[0].hint is not None
     assert unknown[0].hint.endswith("keys allowed here: clusters, default_cluster, schema_version")
 
@@ -105,15 +105,15 @@ def test_missing_keys_point_at_the_enclosing_mapping() -> None:
     text = "schema_version: 1\nclusters:\n  a:\n    partitions: {gpu: g, cpu: c}\n"
     problems = problems_of(text)
     assert [(p.code, p.key_path, p.line) for p in problems] == [
-        ("missing_key", "clusters.a.compute_python", 3),
-        ("missing_key", "clusters.a.workspace_root", 3),
+        ("missing_key", ("clusters", "a", "compute_python"), 3),
+        ("missing_key", ("clusters", "a", "workspace_root"), 3),
     ]
     assert [p.hint for p in problems] == ["add 'compute_python'", "add 'workspace_root'"]
 
 
 def test_union_alternatives_are_merged_into_one_problem() -> None:
     text = BROKEN.replace("    gpu_request: exclusive\n", "    gpus_per_node: eight\n")
-    (gpus,) = [p for p in problems_of(text) if p.key_path == "clusters.a.gpus_per_node"]
+    (gpus,) = [p for p in problems_of(text) if p.key_path == ("clusters", "a", "gpus_per_node")]
     assert gpus.line == 10
     assert "integer" in gpus.message
     assert "'auto'" in gpus.message
@@ -125,12 +125,12 @@ def test_union_alternatives_are_merged_into_one_problem() -> None:
     [
         ("- 1\n", "not_a_document", None),
         ("5\n", "not_a_document", None),
-        ("schema_version: 2\nclusters: {a: {}}\n", "literal_error", "schema_version"),
-        ("schema_version: 1\nclusters: []\n", "dict_type", "clusters"),
-        ("schema_version: 1\nclusters: {}\n", "too_short", "clusters"),
+        ("schema_version: 2\nclusters: {a: {}}\n", "literal_error", ("schema_version",)),
+        ("schema_version: 1\nclusters: []\n", "dict_type", ("clusters",)),
+        ("schema_version: 1\nclusters: {}\n", "too_short", ("clusters",)),
     ],
 )
-def test_wrongly_shaped_documents_get_a_fix(text: str, code: str, key_path: str | None) -> None:
+def test_wrongly_shaped_documents_get_a_fix(text: str, code: str, key_path: KeyPath | None) -> None:
     problems = [p for p in problems_of(text) if p.code == code]
     assert len(problems) == 1
     assert problems[0].key_path == key_path
@@ -178,7 +178,7 @@ deployments:
 """
 
 
-def run_problems(text: str) -> list[tuple[str, str | None, int | None]]:
+def run_problems(text: str) -> list[tuple[str, KeyPath | None, int | None]]:
     with pytest.raises(InvalidInputError) as caught:
         load_run(text, file="run.yaml")
     return [(p.code, p.key_path, p.line) for p in caught.value.problems]
@@ -188,23 +188,26 @@ def run_problems(text: str) -> list[tuple[str, str | None, int | None]]:
     ("removed", "expected"),
     [
         # A block mapping: the line of its key, not of the first key inside it nor line 1.
-        ("      gpu: batch\n", [("missing_key", "clusters.other.partitions.gpu", 10)]),
+        ("      gpu: batch\n", [("missing_key", ("clusters", "other", "partitions", "gpu"), 10)]),
         (
             "    compute_python:\n      interpreter: /opt/dd/bin/python\n",
-            [("missing_key", "clusters.other.compute_python", 8)],
+            [("missing_key", ("clusters", "other", "compute_python"), 8)],
         ),
         # A flow mapping: the line it is written on.
-        ("gpu: batch, ", [("missing_key", "clusters.lab.partitions.gpu", 6)]),
+        ("gpu: batch, ", [("missing_key", ("clusters", "lab", "partitions", "gpu"), 6)]),
         (
             "    workspace_root: /shared/ws\n    partitions: {gpu: batch, cpu: cpu}\n",
-            [("missing_key", "clusters.lab.partitions", 4), ("missing_key", "clusters.lab.workspace_root", 4)],
+            [
+                ("missing_key", ("clusters", "lab", "partitions"), 4),
+                ("missing_key", ("clusters", "lab", "workspace_root"), 4),
+            ],
         ),
         # An emptied mapping is a null: reported at its own key.
-        ("      interpreter: /opt/dd/bin/python\n", [("model_type", "clusters.other.compute_python", 13)]),
+        ("      interpreter: /opt/dd/bin/python\n", [("model_type", ("clusters", "other", "compute_python"), 13)]),
     ],
 )
 def test_a_missing_profile_key_is_reported_at_its_parent_mappings_line(
-    removed: str, expected: list[tuple[str, str, int]]
+    removed: str, expected: list[tuple[str, KeyPath, int]]
 ) -> None:
     assert removed in PROFILE
     assert [(p.code, p.key_path, p.line) for p in problems_of(PROFILE.replace(removed, "", 1))] == expected
@@ -213,17 +216,17 @@ def test_a_missing_profile_key_is_reported_at_its_parent_mappings_line(
 @pytest.mark.parametrize(
     ("removed", "expected"),
     [
-        ("    model: /models/llama\n", ("missing_key", "deployments.writer.model", 10)),
-        ("model: /models/reader", ("missing_key", "deployments.reader.model", 9)),
+        ("    model: /models/llama\n", ("missing_key", ("deployments", "writer", "model"), 10)),
+        ("model: /models/reader", ("missing_key", ("deployments", "reader", "model"), 9)),
         # The discriminating key of a deployment is a key like any other: missing at the deployment's line.
-        ("    engine: vllm\n", ("missing_key", "deployments.writer.engine", 10)),
-        ("engine: vllm, ", ("missing_key", "deployments.reader.engine", 9)),
-        ("name: reviews\n", ("missing_key", "name", 1)),  # the document root: line 1 is its line
-        ("sharding: {shards: 4}\n", ("missing_key", "sharding", 1)),
+        ("    engine: vllm\n", ("missing_key", ("deployments", "writer", "engine"), 10)),
+        ("engine: vllm, ", ("missing_key", ("deployments", "reader", "engine"), 9)),
+        ("name: reviews\n", ("missing_key", ("name",), 1)),  # the document root: line 1 is its line
+        ("sharding: {shards: 4}\n", ("missing_key", ("sharding",), 1)),
     ],
 )
 def test_a_missing_run_key_is_reported_at_its_parent_mappings_line(
-    removed: str, expected: tuple[str, str, int]
+    removed: str, expected: tuple[str, KeyPath, int]
 ) -> None:
     assert removed in RUN
     assert run_problems(RUN.replace(removed, "", 1)) == [expected]
@@ -240,7 +243,7 @@ def test_a_missing_key_names_the_key_and_the_fix() -> None:
 
 def test_an_unknown_engine_is_reported_at_the_engine_key_with_the_engines_allowed() -> None:
     ((code, key_path, line),) = run_problems(RUN.replace("    engine: vllm\n", "    engine: vlm\n"))
-    assert (code, key_path, line) == ("literal_error", "deployments.writer.engine", 11)
+    assert (code, key_path, line) == ("literal_error", ("deployments", "writer", "engine"), 11)
     with pytest.raises(InvalidInputError) as caught:
         load_run(RUN.replace("    engine: vllm\n", "    engine: vlm\n"), file="run.yaml")
     (problem,) = caught.value.problems
@@ -273,13 +276,13 @@ records: {policy: fixed, records: 100}
 @pytest.mark.parametrize(
     ("removed", "expected"),
     [
-        ("        model: /models/llama\n", ("missing_key", "base.inline.deployments.writer.model", 13)),
-        ("    name: base\n", ("missing_key", "base.inline.name", 4)),
-        ("shards: 1", ("sharding", "base.inline.sharding", 11)),
+        ("        model: /models/llama\n", ("missing_key", ("base", "inline", "deployments", "writer", "model"), 13)),
+        ("    name: base\n", ("missing_key", ("base", "inline", "name"), 4)),
+        ("shards: 1", ("sharding", ("base", "inline", "sharding"), 11)),
     ],
 )
 def test_an_inline_base_runs_problems_carry_the_benchmark_files_lines(
-    removed: str, expected: tuple[str, str, int]
+    removed: str, expected: tuple[str, KeyPath, int]
 ) -> None:
     assert removed in BENCHMARK
     text = BENCHMARK.replace(removed, "", 1)
@@ -313,7 +316,7 @@ def test_a_secret_literal_alone_fails_an_otherwise_valid_document() -> None:
     text = f"schema_version: 1\nclusters:\n  a:\n    workspace_root: /w\n    partitions: {{gpu: g, cpu: c}}\n    compute_python: {{image: {TOKEN}}}\n"
     problems = problems_of(text)
     assert [(p.code, p.key_path, p.line) for p in problems] == [
-        ("secret_literal", "clusters.a.compute_python.image", 6)
+        ("secret_literal", ("clusters", "a", "compute_python", "image"), 6)
     ]
 
 

@@ -169,7 +169,7 @@ def test_controlled_flags_are_rejected_with_the_key_to_use(key: str, flag: str, 
     [problem] = check_engine_args({key: "1"}, path=("deployments", "llm", "engine_args"))
     assert problem.code == "engine_arg_controlled"
     assert flag in problem.message
-    assert problem.key_path == f"deployments.llm.engine_args.{key}"
+    assert problem.key_path == ("deployments", "llm", "engine_args", key)
     assert problem.hint is not None
     assert hint_word in problem.hint
 
@@ -187,7 +187,7 @@ def test_controlled_flags_are_rejected_with_the_key_to_use(key: str, flag: str, 
 def test_unknown_flags_are_rejected_with_a_suggestion(key: str, suggestion: str) -> None:
     [problem] = check_engine_args({key: 1})
     assert problem.code == "engine_arg_unknown"
-    assert problem.key_path == f"engine_args.{key}"
+    assert problem.key_path == ("engine_args", key)
     assert problem.hint is not None
     assert repr(suggestion) in problem.hint
 
@@ -222,15 +222,15 @@ def test_non_finite_numbers_are_rejected(value: float) -> None:
 def test_a_switch_and_its_negation_conflict(first: str, second: str) -> None:
     [problem] = check_engine_args({first: True, second: True})
     assert problem.code == "engine_arg_conflict"
-    assert problem.key_path == f"engine_args.{second}"
+    assert problem.key_path == ("engine_args", second)
 
 
 def test_every_problem_is_reported_at_once_in_key_order() -> None:
     problems = check_engine_args({"port": 1, "max-num-seq": 2, "tp": 2, "enforce-eager": True})
     assert [(p.key_path, p.code) for p in problems] == [
-        ("engine_args.max-num-seq", "engine_arg_unknown"),
-        ("engine_args.port", "engine_arg_controlled"),
-        ("engine_args.tp", "engine_arg_controlled"),
+        (("engine_args", "max-num-seq"), "engine_arg_unknown"),
+        (("engine_args", "port"), "engine_arg_controlled"),
+        (("engine_args", "tp"), "engine_arg_controlled"),
     ]
 
 

@@ -199,7 +199,7 @@ def test_a_gpu_count_that_differs_from_gres_fails_and_names_both(fake: FakeSlurm
     check = report.check("gpus_per_node")
     assert check.status == "failed"
     assert check.detail == "the profile says 4 GPUs per node, GRES of partition 'gpu' says 2"
-    assert check.key_path == "clusters.local.gpus_per_node"
+    assert check.key_path == ("clusters", "local", "gpus_per_node")
     assert report.gpus_per_node_resolved is None
     assert [c.name for c in report.not_ok()] == ["gpus_per_node"]
 
@@ -209,7 +209,7 @@ def test_an_unknown_gpu_partition_fails_and_gpus_are_not_read(fake: FakeSlurm, w
 
     assert statuses(report)["gpu_partition"] == "failed"
     assert "partition 'gpux' does not exist (partitions: cpu, gpu)" in report.check("gpu_partition").detail
-    assert report.check("gpu_partition").key_path == "clusters.local.partitions.gpu"
+    assert report.check("gpu_partition").key_path == ("clusters", "local", "partitions", "gpu")
     assert report.check("gpus_per_node").status == "not_run"
     assert "gpu_partition check failed" in report.check("gpus_per_node").detail
     assert report.check("probe_job").status == "ok", "the CPU job does not need the GPU partition"
@@ -237,7 +237,7 @@ def test_an_unknown_account_fails_naming_it_and_the_users_accounts(fake: FakeSlu
     assert check.status == "failed"
     assert "may not use account 'ddother' on cluster 'ddslurm'" in check.detail
     assert "(the user's accounts: ddtest)" in check.detail
-    assert check.key_path == "clusters.local.account"
+    assert check.key_path == ("clusters", "local", "account")
     assert report.check("probe_job").status == "not_run"
 
 
@@ -302,7 +302,7 @@ def test_an_unusable_workspace_fails_and_no_job_runs(fake: FakeSlurm, tmp_path: 
     check = report.check("workspace")
     assert check.status == "failed"
     assert expected in check.detail
-    assert check.key_path == "clusters.local.workspace_root"
+    assert check.key_path == ("clusters", "local", "workspace_root")
     assert report.check("probe_job").detail == "the workspace check failed: no job was submitted"
     assert report.check("shared_workspace").status == "not_run"
 
@@ -331,7 +331,7 @@ def test_a_compute_python_with_another_version_fails(fake: FakeSlurm, workspace:
     check = report.check("compute_runtime")
     assert check.status == "failed"
     assert check.detail == f"{python} imports data-designer-slurm-runtime 0.9.0, expected {__version__}"
-    assert check.key_path == "clusters.local.compute_python.interpreter"
+    assert check.key_path == ("clusters", "local", "compute_python", "interpreter")
     assert check.hint == f"install data-designer-slurm=={__version__} into the environment of {python}"
 
 
@@ -467,7 +467,7 @@ def test_the_failed_report_becomes_one_problem_per_check_not_ok(fake: FakeSlurm,
         "probe_shared_workspace_not_run",
         "probe_compute_runtime_not_run",
     ]
-    assert error.problems[0].key_path == "clusters.local.account"
+    assert error.problems[0].key_path == ("clusters", "local", "account")
     assert error.problems[0].message.startswith("probe check 'account' failed: user 'root' may not use account 'nope'")
     assert ProbeReport.model_validate_json(report.model_dump_json()) == report
 

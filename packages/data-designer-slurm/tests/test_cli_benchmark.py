@@ -124,7 +124,7 @@ def test_dry_run_options_without_dry_run_exit_2_naming_the_option(
     (line,) = error_lines(result)
     assert f"{args[0]} applies to --dry-run only" in line
     info = ErrorInfo.model_validate_json(bench(runner, workdir, *args, "--json").stderr)
-    assert (info.code, info.key_path) == ("dry_run_only", args[0])
+    assert (info.code, info.key_path) == ("dry_run_only", (args[0],))
 
 
 def test_out_writes_every_child_and_refuses_a_non_empty_directory(runner: CliRunner, workdir: Path) -> None:

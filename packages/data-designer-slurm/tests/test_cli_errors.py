@@ -95,14 +95,14 @@ def test_a_usage_error_with_json_anywhere_is_one_json_object(runner: CliRunner, 
     assert result.exit_code == ExitCode.INVALID_INPUT
     info = one_json_error(result)
     assert (info.category, info.code) == (ErrorCategory.INVALID_INPUT, "usage_error")
-    assert info.key_path in {"--bogus", "--json"}
+    assert info.key_path in {("--bogus",), ("--json",)}
     assert info.hint is not None
     assert info.hint.endswith(" --help'")
 
 
 def test_a_usage_error_names_the_option_and_the_command(runner: CliRunner) -> None:
     info = one_json_error(runner.invoke(app, ["profile", "validate", "--json", "--timeout", "3"]))
-    assert (info.operation, info.key_path) == ("profile.validate", "--timeout")
+    assert (info.operation, info.key_path) == ("profile.validate", ("--timeout",))
     assert info.message == "no such option (did you mean --probe-timeout?)"
     assert info.hint is not None
     assert "profile validate --help" in info.hint
@@ -110,9 +110,9 @@ def test_a_usage_error_names_the_option_and_the_command(runner: CliRunner) -> No
 
 def test_a_bad_value_and_a_missing_argument_are_usage_errors(runner: CliRunner) -> None:
     bad = one_json_error(runner.invoke(app, ["profile", "validate", "--probe-timeout", "0.5", "--json"]))
-    assert (bad.exit_code, bad.key_path) == (2, "--probe-timeout")
+    assert (bad.exit_code, bad.key_path) == (2, ("--probe-timeout",))
     missing = one_json_error(runner.invoke(app, ["execute", "--json"]))
-    assert (missing.exit_code, missing.key_path, missing.message) == (2, "RUN", "missing argument")
+    assert (missing.exit_code, missing.key_path, missing.message) == (2, ("RUN",), "missing argument")
 
 
 def test_a_usage_error_without_json_is_one_line(runner: CliRunner) -> None:
@@ -126,7 +126,7 @@ def test_a_usage_error_without_json_is_one_line(runner: CliRunner) -> None:
 
 def test_status_format_json_selects_json_errors_too(runner: CliRunner) -> None:
     info = one_json_error(runner.invoke(app, ["status", "RUN", "--format", "json", "--bogus"]))
-    assert (info.operation, info.key_path) == ("status", "--bogus")
+    assert (info.operation, info.key_path) == ("status", ("--bogus",))
 
 
 def test_json_after_the_double_dash_is_an_argument(runner: CliRunner, workdir: Path) -> None:
@@ -217,7 +217,7 @@ def test_a_key_with_a_newline_stays_on_one_line(runner: CliRunner, workdir: Path
     profile.write_text(PROFILE.replace("    gpus_per_node: 4\n", '    gpus_per_node: 4\n    "bad\\nfield\\u001b": 1\n'))
     info = one_json_error(runner.invoke(app, ["profile", "validate", "--profile", str(profile), "--json"]))
     assert info.problems
-    assert all(p.key_path == "clusters.lab.bad\nfield\x1b" for p in info.problems)
+    assert all(p.key_path == ("clusters", "lab", "bad\nfield\x1b") for p in info.problems)
     human = runner.invoke(app, ["profile", "validate", "--profile", str(profile)])
     assert human.exit_code == ExitCode.INVALID_INPUT
     lines = human.stderr.splitlines()

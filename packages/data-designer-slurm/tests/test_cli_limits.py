@@ -197,7 +197,7 @@ def test_a_seed_file_above_its_cap_is_refused_before_the_run_directory_is_made(
             id_factory=run_id_factory(lambda: created, lambda: "abc123"),
         )
     assert caught.value.info.code == "file_too_large"
-    assert caught.value.info.key_path == "seed_config.source.path"
+    assert caught.value.info.key_path == ("seed_config", "source", "path")
     assert str(seed) in caught.value.info.message
     assert "above the limit of 8 bytes" in caught.value.info.message
     assert not (tmp_path / "ws").exists()

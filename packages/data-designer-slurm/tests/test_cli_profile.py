@@ -12,7 +12,13 @@ from typer.testing import CliRunner, Result
 import data_designer.slurm.services as services
 from data_designer.slurm.cli import command
 from data_designer.slurm.cli._app import app
-from data_designer.slurm.contracts import ErrorCategory, ErrorInfo, ProfileInitResult, ProfileValidation
+from data_designer.slurm.contracts import (
+    ErrorCategory,
+    ErrorInfo,
+    ProfileInitResult,
+    ProfileValidation,
+    format_key_path,
+)
 
 TOKEN = "nvapi-abcdefghijklmnopqrstuv"
 
@@ -246,7 +252,7 @@ def test_an_invalid_profile_exits_2_with_one_line_per_problem(runner: CliRunner,
     as_json = invoke(runner, "profile", "validate", "--profile", str(path), "--json")
     assert as_json.exit_code == 2
     info = ErrorInfo.model_validate_json(as_json.stderr)
-    assert [p.key_path for p in info.problems] == keys
+    assert [format_key_path(p.key_path or ()) for p in info.problems] == keys
     assert info.exit_code == 2
 
 

@@ -269,4 +269,4 @@ def test_cli_status_of_an_unknown_benchmark_exits_3(env: Env) -> None:
     assert result.exit_code == 3
     assert result.stdout == ""
     info = ErrorInfo.model_validate_json(result.stderr)
-    assert (info.code, info.key_path) == ("benchmark_not_found", "BENCH")
+    assert (info.code, info.key_path) == ("benchmark_not_found", ("BENCH",))

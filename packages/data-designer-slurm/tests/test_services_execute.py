@@ -20,8 +20,10 @@ from data_designer.slurm.contracts import (
     ExecuteResult,
     ExecutionPlan,
     InvalidInputError,
+    KeyPath,
     NotFoundError,
     UnavailableError,
+    format_key_path,
 )
 from data_designer.slurm.contracts.records import (
     INPUTS_SCHEMA,
@@ -276,7 +278,7 @@ def test_gpus_per_node_auto_that_slurm_cannot_resolve_is_refused(env: Env) -> No
     with pytest.raises(InvalidInputError) as caught:
         env.execute(cluster="missing")
     assert caught.value.exit_code == 2
-    assert (caught.value.info.code, caught.value.info.key_path) == ("unresolved", "gpus_per_node")
+    assert (caught.value.info.code, caught.value.info.key_path) == ("unresolved", ("gpus_per_node",))
     assert "partition 'nogpu' is not in sinfo" in caught.value.info.message
     assert not env.workspace.exists()
 
@@ -294,7 +296,7 @@ def test_an_unresolved_image_is_refused_naming_it(env: Env) -> None:
     (problem,) = caught.value.problems
     assert problem.code == "unresolved"
     assert problem.message.startswith("image is unresolved: ")
-    assert problem.key_path == "deployments.writer.image"
+    assert format_key_path(problem.key_path or ()) == "deployments.writer.image"  # plan text: one key
     assert not env.workspace.exists()
 
 
@@ -352,7 +354,7 @@ def test_a_seed_path_naming_nothing_is_not_found(env: Env) -> None:
     env.config.write_text(CONFIG.format(seed=env.root / "nope.csv"), encoding="utf-8")
     with pytest.raises(NotFoundError) as caught:
         env.execute()
-    assert caught.value.info.key_path == "seed_config.source.path"
+    assert caught.value.info.key_path == ("seed_config", "source", "path")
     assert not env.workspace.exists()
 
 
@@ -386,13 +388,13 @@ def test_cli_without_slurm_exits_5_and_writes_nothing(env: Env) -> None:
 @pytest.mark.parametrize(
     ("args", "key"),
     [
-        (["--out", "plan"], "--out"),
-        (["--force"], "--force"),
-        (["--max-array-size", "5"], "--max-array-size"),
-        (["--dry-run", "--run-id", RUN_ID], "--run-id"),
+        (["--out", "plan"], ("--out",)),
+        (["--force"], ("--force",)),
+        (["--max-array-size", "5"], ("--max-array-size",)),
+        (["--dry-run", "--run-id", RUN_ID], ("--run-id",)),
     ],
 )
-def test_cli_options_of_the_other_mode_exit_2(env: Env, args: list[str], key: str) -> None:
+def test_cli_options_of_the_other_mode_exit_2(env: Env, args: list[str], key: KeyPath) -> None:
     result = invoke(env, *args, "--json")
     assert result.exit_code == 2, result.output
     assert ErrorInfo.model_validate_json(result.stderr).key_path == key
@@ -440,10 +442,10 @@ def test_named_variables_reach_sbatch_by_environment_only(env: Env) -> None:
 
 @pytest.mark.parametrize(
     ("unset", "file_attr", "key"),
-    [("HF_TOKEN", "profile", "environment"), ("EXTRA_TOKEN", "run_file", "deployments.writer.environment")],
+    [("HF_TOKEN", "profile", ("environment",)), ("EXTRA_TOKEN", "run_file", ("deployments", "writer", "environment"))],
 )
 def test_a_named_variable_unset_at_submission_is_exit_2_before_anything_is_written(
-    env: Env, unset: str, file_attr: str, key: str
+    env: Env, unset: str, file_attr: str, key: KeyPath
 ) -> None:
     with_named_variables(env)
     environ = {"HF_TOKEN": SECRET, "EXTRA_TOKEN": SECRET}

@@ -144,5 +144,5 @@ def test_a_group_workspace_is_setgid_0770_and_0660_but_a_private_seed_stays_priv
 def test_an_unknown_sharing_is_refused_naming_the_key(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError) as caught:
         execute(tmp_path, "world", seed_mode=0o644, run_mode=0o644)
-    assert any(p.key_path == "clusters.local.workspace_sharing" for p in caught.value.problems)
+    assert any(p.key_path == ("clusters", "local", "workspace_sharing") for p in caught.value.problems)
     assert not (tmp_path / "shared").exists()

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from data_designer.slurm.cli._app import app
-from data_designer.slurm.contracts import InvalidInputError, RunDryRun
+from data_designer.slurm.contracts import InvalidInputError, KeyPath, RunDryRun
 from data_designer.slurm.runtime.facts import FACTS_MAX_AGE, facts_path
 from data_designer.slurm.runtime.store import run_id_factory
 from data_designer.slurm.runtime.testing import FakeSlurm
@@ -114,7 +114,7 @@ def env(tmp_path: Path) -> Env:
     return Env(tmp_path)
 
 
-def refused(env: Env) -> list[tuple[str, str | None, int | None]]:
+def refused(env: Env) -> list[tuple[str, KeyPath | None, int | None]]:
     """The problems of execute's refusal, after checking it wrote nothing and the dry run's check says the same."""
     with pytest.raises(InvalidInputError) as executed:
         env.execute()
@@ -133,26 +133,26 @@ def refused(env: Env) -> list[tuple[str, str | None, int | None]]:
 def test_the_default_client_cpus_with_a_co_located_replica_are_refused(env: Env) -> None:
     env.write_run(cpus=None)  # the default: 4, plus the replica's 1 on node 0
     line = env.run_file.read_text(encoding="utf-8").splitlines().index("client:") + 1  # the unwritten key's parent
-    assert refused(env) == [("cluster_cpus", "client.cpus", line)]
+    assert refused(env) == [("cluster_cpus", ("client", "cpus"), line)]
 
 
 def test_a_client_memory_of_16_gb_is_refused_at_its_line(env: Env) -> None:
     env.write_run(memory_gb=16)
     line = env.run_file.read_text(encoding="utf-8").splitlines().index("  memory_gb: 16") + 1
-    assert refused(env) == [("cluster_memory", "client.memory_gb", line)]
+    assert refused(env) == [("cluster_memory", ("client", "memory_gb"), line)]
 
 
 def test_3_gpus_per_replica_on_2_gpu_nodes_are_refused_by_the_fit_check(tmp_path: Path) -> None:
     env = Env(tmp_path, gpus="4")  # the profile says 4 GPUs per node; the partition's nodes have 2
     env.write_run(gpus_per_replica=3)
     ((code, key, _),) = refused(env)
-    assert (code, key) == ("cluster_gpus", "deployments.writer.gpus_per_replica")
+    assert (code, key) == ("cluster_gpus", ("deployments", "writer", "gpus_per_replica"))
 
 
 def test_a_time_limit_above_max_time_is_refused(env: Env) -> None:
     env.write_run(partition="short", time_limit="01:00:00")
     ((code, key, _),) = refused(env)
-    assert (code, key) == ("cluster_time_limit", "submission.time_limit")
+    assert (code, key) == ("cluster_time_limit", ("submission", "time_limit"))
 
 
 def test_a_plan_that_fits_is_submitted_and_its_facts_cached_for_the_next_hour(env: Env) -> None:

@@ -161,7 +161,7 @@ def test_an_incompatible_client_image_is_refused_naming_the_package_and_both_ver
         assert caught.value.exit_code == 2
         (problem,) = caught.value.problems
         assert problem.code == "image_package_version"
-        assert (problem.file, problem.key_path) == (str(run), "client.image")
+        assert (problem.file, problem.key_path) == (str(run), ("client", "image"))
         assert "holds data-designer-slurm-runtime 0.9.1, this installation is data-designer-slurm-runtime " in (
             problem.message
         )

@@ -334,5 +334,5 @@ def test_an_invalid_name_is_exit_2_naming_the_option_before_anything_is_read(tmp
 
     with pytest.raises(InvalidInputError) as raised:
         add_image(str(tmp_path / "absent.sqsh"), name="Bad_Name", profile=tmp_path / "no-profile.yaml")
-    assert (raised.value.info.code, raised.value.info.key_path) == ("invalid_image_name", "--name")
+    assert (raised.value.info.code, raised.value.info.key_path) == ("invalid_image_name", ("--name",))
     assert raised.value.info.exit_code == 2

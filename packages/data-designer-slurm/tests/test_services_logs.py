@@ -117,7 +117,7 @@ def test_an_unknown_attempt_names_the_shard_and_the_attempts_it_has(layout: RunL
     with pytest.raises(NotFoundError) as unknown:
         run_logs(layout.run_dir, shard=4, attempt=3)
     assert unknown.value.info.message == "shard 4 has no attempt 3 (its attempts: 1, 2)"
-    assert unknown.value.info.key_path == "--attempt"
+    assert unknown.value.info.key_path == ("--attempt",)
     assert int(unknown.value.exit_code) == 3
     with pytest.raises(NotFoundError, match=r"shard 5 has no attempt 1 \(it has no attempt yet\)"):
         run_logs(layout.run_dir, shard=5, attempt=1)
@@ -125,7 +125,7 @@ def test_an_unknown_attempt_names_the_shard_and_the_attempts_it_has(layout: RunL
         run_logs(layout.run_dir, shard=6)
     with pytest.raises(InvalidInputError, match="attempt numbers count per shard") as no_shard:
         run_logs(layout.run_dir, attempt=1)
-    assert no_shard.value.info.key_path == "--attempt"
+    assert no_shard.value.info.key_path == ("--attempt",)
 
 
 def test_step_keeps_only_that_steps_files(layout: RunLayout) -> None:
@@ -356,7 +356,7 @@ def test_cli_json_is_the_result_and_errors_are_one_line(layout: RunLayout, tmp_p
     ]
     both = invoke(str(layout.run_dir), "--follow", "--json")
     assert both.exit_code == 2
-    assert '"key_path":"--follow"' in both.stderr
+    assert '"key_path":["--follow"]' in both.stderr
     assert both.stdout == ""
     no_shard = invoke(str(layout.run_dir), "--attempt", "1")
     assert no_shard.exit_code == 2

@@ -265,7 +265,7 @@ def test_as_job_refuses_an_image_compute_python_and_an_output_slurm_reads_as_a_p
     with pytest.raises(InvalidInputError) as unsafe:
         run.submit(output=tmp_path / "100%")
     assert unsafe.value.info.code == "unsafe_slurm_path"
-    assert unsafe.value.info.key_path == "--output"
+    assert unsafe.value.info.key_path == ("--output",)
     profile = run.layout.root / "profile.yaml"
     text = profile.read_text(encoding="utf-8")
     line = next(line for line in text.splitlines() if "interpreter:" in line)

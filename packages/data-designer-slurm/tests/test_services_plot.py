@@ -261,7 +261,7 @@ def test_cli_plot_not_png_exits_2_before_reading_anything(tmp_path: Path) -> Non
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
     info = ErrorInfo.model_validate_json(result.stderr)
-    assert (info.code, info.key_path, info.hint) == ("plot_not_png", "--plot", "name a file ending in .png")
+    assert (info.code, info.key_path, info.hint) == ("plot_not_png", ("--plot",), "name a file ending in .png")
     assert not (tmp_path / "x.txt").exists()
 
 

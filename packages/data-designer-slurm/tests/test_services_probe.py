@@ -126,7 +126,7 @@ def test_a_failing_probe_raises_check_failed_with_the_whole_report(tmp_path: Pat
     assert [c.name for c in error.report.not_ok()] == ["account", "probe_job", "shared_workspace", "compute_runtime"]
     assert error.problems[0].code == "probe_account_failed"
     assert "'ddother'" in error.problems[0].message
-    assert error.problems[0].key_path == "clusters.local.account"
+    assert error.problems[0].key_path == ("clusters", "local", "account")
 
 
 def test_the_probe_timeout_bounds_the_wait_for_the_job(tmp_path: Path, fake: FakeSlurm) -> None:

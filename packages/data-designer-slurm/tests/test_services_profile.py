@@ -173,7 +173,7 @@ def test_a_bad_option_names_the_option_and_writes_nothing(
         init_profile(path, template=template, environ={})
     problems = caught.value.problems
     assert problems
-    assert {p.key_path for p in problems} == {option}
+    assert {p.key_path for p in problems} == {(option,)}
     for problem in problems:
         assert problem.file is None
         assert problem.line is None
@@ -196,7 +196,11 @@ def test_every_bad_option_is_reported_at_once(tmp_path: Path) -> None:
     template = ProfileTemplate(workspace_root="rel", python="py", gpu_request="all")
     with pytest.raises(InvalidInputError) as caught:
         init_profile(tmp_path / "p.yaml", template=template, environ={})
-    assert sorted(p.key_path or "" for p in caught.value.problems) == ["--gpu-request", "--python", "--workspace-root"]
+    assert sorted(p.key_path or () for p in caught.value.problems) == [
+        ("--gpu-request",),
+        ("--python",),
+        ("--workspace-root",),
+    ]
     assert caught.value.info.message.startswith("3 problems in ")
 
 
@@ -256,8 +260,8 @@ def test_validate_of_an_invalid_profile_reports_every_problem_with_the_file(tmp_
         validate_profile(path, environ={})
     problems = caught.value.problems
     assert [(p.code, p.key_path, p.line) for p in problems] == [
-        ("relative_path", "clusters.eos.workspace_root", 5),
-        ("env_var_name", "clusters.eos.environment[0]", 10),
+        ("relative_path", ("clusters", "eos", "workspace_root"), 5),
+        ("env_var_name", ("clusters", "eos", "environment", 0), 10),
     ]
     assert {p.file for p in problems} == {str(path)}
 
@@ -286,7 +290,7 @@ def test_several_clusters_without_a_default_are_ambiguous(tmp_path: Path) -> Non
         validate_profile(path, environ={})
     assert caught.value.exit_code == 2
     assert caught.value.info.code == "cluster_ambiguous"
-    assert caught.value.info.key_path == "default_cluster"
+    assert caught.value.info.key_path == ("default_cluster",)
     assert "draco, eos" in (caught.value.info.hint or "")
 
 

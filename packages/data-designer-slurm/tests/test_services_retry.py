@@ -157,7 +157,7 @@ def test_named_shards_that_cannot_be_retried_are_refused_naming_them(run: Run) -
     assert "shard 0 already succeeded" in done.value.info.message
     with pytest.raises(InvalidInputError) as unknown:
         run.retry(shards=[6])
-    assert unknown.value.info.key_path == "--shard"
+    assert unknown.value.info.key_path == ("--shard",)
     assert "no shard 6" in unknown.value.info.message
     assert run.sbatch_calls() == []
 
@@ -382,7 +382,7 @@ def test_cli_retry_refusal_is_one_line_with_exit_4(run: Run) -> None:
     assert out == ""
     error = json.loads(err)
     assert error["code"] == "shard_not_retryable"
-    assert error["key_path"] == "--shard"
+    assert error["key_path"] == ["--shard"]
 
 
 def test_cli_cancel_json(run: Run) -> None:

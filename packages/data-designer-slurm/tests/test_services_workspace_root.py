@@ -69,7 +69,7 @@ def test_a_pattern_character_in_the_workspace_root_is_refused_by_dry_run_and_exe
         "unsafe_slurm_path",
         str(profile),
         4,
-        "clusters.lab.workspace_root",
+        ("clusters", "lab", "workspace_root"),
     )
     assert repr(str(root)) in problem.message
     assert problem.hint == "choose a workspace_root without these characters"
@@ -80,7 +80,7 @@ def test_a_pattern_character_in_the_workspace_root_is_refused_by_dry_run_and_exe
     bench.write_text(BENCH.format(run=run), encoding="utf-8")
     with pytest.raises(InvalidInputError) as benchmarked:
         plan_benchmark(bench, profile=profile, environ={})
-    assert "clusters.lab.workspace_root" in {p.key_path for p in benchmarked.value.problems}
+    assert ("clusters", "lab", "workspace_root") in {p.key_path for p in benchmarked.value.problems}
 
 
 def test_a_control_character_in_the_workspace_root_is_refused_when_the_profile_loads(tmp_path: Path) -> None:
@@ -90,7 +90,7 @@ def test_a_control_character_in_the_workspace_root_is_refused_when_the_profile_l
     with pytest.raises(InvalidInputError) as executed:
         execute_run(run, profile=profile, runner=FakeSlurm(), environ={})
     assert planned.value.problems == executed.value.problems
-    assert [p.key_path for p in planned.value.problems] == ["clusters.lab.workspace_root"]
+    assert [p.key_path for p in planned.value.problems] == [("clusters", "lab", "workspace_root")]
 
 
 def test_the_cli_dry_run_exits_2_naming_the_profile_key(tmp_path: Path) -> None:
@@ -106,7 +106,7 @@ def test_the_cli_dry_run_exits_2_naming_the_profile_key(tmp_path: Path) -> None:
     )
     as_json = runner.invoke(app, ["execute", str(run), "--profile", str(profile), "--dry-run", "--json"])
     assert as_json.exit_code == 2
-    assert ErrorInfo.model_validate_json(as_json.stderr).key_path == "clusters.lab.workspace_root"
+    assert ErrorInfo.model_validate_json(as_json.stderr).key_path == ("clusters", "lab", "workspace_root")
 
 
 SEEDED_RUN = """\
@@ -133,7 +133,7 @@ def test_a_seed_naming_no_files_is_refused_by_dry_run_and_execute_alike(tmp_path
     with pytest.raises(NotFoundError) as executed:
         execute_run(run, profile=profile, runner=fake, environ={})
     assert (planned.value.info.code, planned.value.info.exit_code) == ("file_not_found", 3)
-    assert planned.value.info.key_path == executed.value.info.key_path == "seed_config.source.path"
+    assert planned.value.info.key_path == executed.value.info.key_path == ("seed_config", "source", "path")
     assert planned.value.info.message == executed.value.info.message
     assert not fake.jobs
     assert not (tmp_path / "ws").exists()

@@ -79,10 +79,12 @@ from data_designer.slurm.contracts._errors import (
     InternalError,
     InterruptError,
     InvalidInputError,
+    KeyPath,
     NotFoundError,
     Problem,
     SlurmExtensionError,
     UnavailableError,
+    format_key_path,
 )
 from data_designer.slurm.contracts._execution import ExecuteResult
 from data_designer.slurm.contracts._images import (
@@ -346,6 +348,7 @@ __all__ = [
     "InternalError",
     "InterruptError",
     "InvalidInputError",
+    "KeyPath",
     "ListedRunState",
     "LogFile",
     "LogFollow",
@@ -428,6 +431,7 @@ __all__ = [
     "describe_bytes",
     "excerpt",
     "find_control_character",
+    "format_key_path",
     "format_time_limit",
     "hint_of",
     "looks_like_token",

@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, PositiveInt, StringConstraints
 
-from data_designer.slurm.contracts._errors import Problem
+from data_designer.slurm.contracts._errors import KeyPath, Problem
 from data_designer.slurm.contracts._types import FROZEN
 
 Sha256Digest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
@@ -56,7 +56,7 @@ class ConfigFinding(BaseModel):
     message: str
     hint: str | None = None
     column: str | None = Field(default=None, description="The column it is about, if any.")
-    key_path: str | None = Field(default=None, description="Dotted path in the config document.")
+    key_path: KeyPath | None = Field(default=None, strict=False, description="Where in the config document it is.")
     line: PositiveInt | None = None
 
     def to_problem(self, file: str | None = None) -> Problem:
@@ -126,7 +126,7 @@ class SeedDatasetSummary(BaseModel):
     path: str | None = None
     sampling_strategy: SamplingStrategy
     selection: SeedSelection | None = None
-    key_path: str
+    key_path: KeyPath = Field(strict=False)
     line: PositiveInt | None = None
 
 

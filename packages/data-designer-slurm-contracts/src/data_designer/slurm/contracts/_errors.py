@@ -13,7 +13,10 @@ Tree::
 
 Each error carries an :class:`ErrorInfo` value (code, operation, file, key path, line, hint and
 the list of problems) so that the CLI can render one line per problem, or a JSON object, and
-services can return or inspect it without parsing messages. Messages, hints and key paths pass
+services can return or inspect it without parsing messages. A key path is a :data:`KeyPath`, the keys and
+list indices from the document's root (``("clusters", "a", "sbatch_options", 2)``), so a key that holds a dot
+stays one key; it is text only where it is shown (:func:`format_key_path`: ``clusters.a.sbatch_options[2]``), and
+``--json`` writes it as that array. Messages, hints and key paths pass
 through :func:`~data_designer.slurm.contracts._redact.redact` when an error or problem is built,
 so a secret-shaped string never reaches a terminal, a log or ``--json`` (see ``_redact.py``).
 """
@@ -21,10 +24,14 @@ so a secret-shaped string never reaches a terminal, a log or ``--json`` (see ``_
 from __future__ import annotations
 
 from enum import IntEnum, StrEnum
+from typing import TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from data_designer.slurm.contracts._redact import redact
+
+KeyPath: TypeAlias = tuple[str | int, ...]
+"""Where a value is in a document: its keys and list indices from the root (``()`` is the root itself)."""
 
 
 class ErrorCategory(StrEnum):
@@ -68,6 +75,21 @@ def safe_text(text: str) -> str:
     return redact(text).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def format_key_path(path: KeyPath) -> str:
+    """``("clusters", "a", "sbatch_options", 2)`` -> ``clusters.a.sbatch_options[2]``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _safe_key_path(path: KeyPath | None) -> KeyPath | None:
+    return None if path is None else tuple(safe_text(part) if isinstance(part, str) else part for part in path)
+
+
 class Problem(BaseModel):
     """One thing wrong with an input: where it is and how to fix it."""
 
@@ -77,15 +99,17 @@ class Problem(BaseModel):
     message: str
     file: str | None = None
     line: int | None = None
-    key_path: str | None = Field(
-        default=None, description="Dotted path of the offending key, e.g. 'clusters.a.account'."
+    key_path: KeyPath | None = Field(
+        default=None, description="The offending key from the root, e.g. ['clusters', 'a', 'account']."
     )
     hint: str | None = Field(default=None, description="How to fix it.")
 
-    @field_validator("message", "key_path", "hint")
+    @field_validator("message", "hint")
     @classmethod
     def _redacted(cls, value: str | None) -> str | None:
         return None if value is None else safe_text(value)
+
+    _redacted_key = field_validator("key_path")(_safe_key_path)
 
     def render(self) -> str:
         """One human line: ``file:line: key: message (fix: hint)``."""
@@ -93,7 +117,7 @@ class Problem(BaseModel):
         if self.file is not None:
             where = self.file if self.line is None else f"{self.file}:{self.line}"
             where += ": "
-        key = f"{self.key_path}: " if self.key_path else ""
+        key = f"{format_key_path(self.key_path)}: " if self.key_path else ""
         fix = f" (fix: {self.hint})" if self.hint else ""
         return f"{where}{key}{self.message}{fix}"
 
@@ -109,15 +133,17 @@ class ErrorInfo(BaseModel):
     operation: str
     message: str
     file: str | None = None
-    key_path: str | None = None
+    key_path: KeyPath | None = None
     line: int | None = None
     hint: str | None = None
     problems: tuple[Problem, ...] = ()
 
-    @field_validator("message", "key_path", "hint")
+    @field_validator("message", "hint")
     @classmethod
     def _redacted(cls, value: str | None) -> str | None:
         return None if value is None else safe_text(value)
+
+    _redacted_key = field_validator("key_path")(_safe_key_path)
 
     def render_lines(self) -> list[str]:
         """Human lines: one per problem, or one for the error itself."""
@@ -148,7 +174,7 @@ class SlurmExtensionError(Exception):
         code: str | None = None,
         operation: str = "",
         file: str | None = None,
-        key_path: str | None = None,
+        key_path: KeyPath | None = None,
         line: int | None = None,
         hint: str | None = None,
         problems: tuple[Problem, ...] | list[Problem] = (),

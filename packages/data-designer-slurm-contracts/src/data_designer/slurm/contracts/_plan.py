@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt
 
 from data_designer.slurm.contracts._cluster_facts import PartitionFacts
+from data_designer.slurm.contracts._errors import Problem
 from data_designer.slurm.contracts._profile import WorkspaceSharing
 from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts._run import RunSpec
@@ -68,6 +69,15 @@ class Unresolved(BaseModel):
     key_path: str
     detail: str
     hint: str
+
+    def problem(self) -> Problem:
+        """The problem it is when a plan must be submittable (its key path, plan text, as one key)."""
+        return Problem(
+            code="unresolved",
+            message=f"{self.what} is unresolved: {self.detail}",
+            key_path=(self.key_path,),
+            hint=self.hint,
+        )
 
 
 class PlanWarning(BaseModel):

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, NonNegativeFloat, PositiveInt
 
-from data_designer.slurm.contracts._errors import CheckFailedError, Problem
+from data_designer.slurm.contracts._errors import CheckFailedError, KeyPath, Problem
 from data_designer.slurm.contracts._types import FROZEN
 
 ProbeStatus = Literal["ok", "failed", "not_run"]
@@ -56,8 +56,10 @@ class ProbeCheck(BaseModel):
     status: ProbeStatus
     detail: str = Field(description="What the check saw; for 'not_run', why it did not run.")
     hint: str | None = Field(default=None, description="How to fix a failed check.")
-    key_path: str | None = Field(
-        default=None, description="The profile key the check is about, e.g. 'clusters.local.account'."
+    key_path: KeyPath | None = Field(
+        default=None,
+        strict=False,
+        description="The profile key the check is about, e.g. ['clusters', 'local', 'account'].",
     )
     duration_s: NonNegativeFloat = 0.0
 

@@ -39,7 +39,7 @@ from data_designer.slurm.planner._digest import (
     sampler_seed_words,
     sha256_digest,
 )
-from data_designer.slurm.planner._document import Document, KeyPath, detect_format, format_key_path, parse_document
+from data_designer.slurm.planner._document import Document, detect_format, parse_document
 from data_designer.slurm.planner._dry_run import (
     BENCHMARK_PLAN_FILE,
     DRY_RUN_CHILDREN_DIR,
@@ -182,7 +182,6 @@ __all__ = [
     "FileModes",
     "ImportScriptRequest",
     "Installation",
-    "KeyPath",
     "NotCanonicalError",
     "ProfileTemplate",
     "Range",
@@ -220,7 +219,6 @@ __all__ = [
     "finish_argv",
     "first_claims",
     "format_indices",
-    "format_key_path",
     "fsync_directory",
     "is_registry_reference",
     "is_run_key",

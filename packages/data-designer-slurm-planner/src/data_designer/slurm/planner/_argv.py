@@ -25,7 +25,7 @@ from __future__ import annotations
 import string
 from collections.abc import Mapping, Sequence
 
-from data_designer.slurm.contracts import CommandDeployment, Problem, VllmDeployment, excerpt
+from data_designer.slurm.contracts import CommandDeployment, KeyPath, Problem, VllmDeployment, excerpt
 from data_designer.slurm.planner._vllm import check_engine_args, render_engine_args
 
 WORKER_MODULE = "data_designer.slurm.runtime.worker"
@@ -59,7 +59,7 @@ def bind_argv(argv: Sequence[str], values: Mapping[str, str]) -> tuple[str, ...]
     return tuple(out)
 
 
-def _problem(code: str, key_path: str, message: str, hint: str) -> Problem:
+def _problem(code: str, key_path: KeyPath, message: str, hint: str) -> Problem:
     return Problem(code=code, key_path=key_path, message=message, hint=hint)
 
 
@@ -76,7 +76,7 @@ def vllm_argv(alias: str, deployment: VllmDeployment, *, remote: bool, problems:
         problems.append(
             _problem(
                 "model_dash",
-                f"deployments.{alias}.model",
+                ("deployments", alias, "model"),
                 f"model {excerpt(deployment.model)} starts with '-' and would be read as an option",
                 "write a path or a Hugging Face id",
             )
@@ -111,7 +111,7 @@ def command_argv(alias: str, deployment: CommandDeployment, *, gpus: int, proble
     }
     out: list[str] = []
     for index, template in enumerate(deployment.argv):
-        key_path = f"deployments.{alias}.argv[{index}]"
+        key_path: KeyPath = ("deployments", alias, "argv", index)
         try:
             parsed = list(_FORMATTER.parse(template))
         except ValueError as exc:

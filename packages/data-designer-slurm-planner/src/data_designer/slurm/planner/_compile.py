@@ -28,6 +28,7 @@ from data_designer.slurm.contracts import (
     ImagePlan,
     ImageRecord,
     InvalidInputError,
+    KeyPath,
     PlanWarning,
     Problem,
     ReplicaPlan,
@@ -37,6 +38,7 @@ from data_designer.slurm.contracts import (
     Unresolved,
     VllmDeployment,
     excerpt,
+    format_key_path,
     format_time_limit,
     parse_time_limit,
 )
@@ -64,7 +66,7 @@ class _Problems:
     def __init__(self) -> None:
         self.items: list[Problem] = []
 
-    def add(self, code: str, key_path: str, message: str, hint: str) -> None:
+    def add(self, code: str, key_path: KeyPath, message: str, hint: str) -> None:
         self.items.append(Problem(code=code, key_path=key_path, message=message, hint=hint))
 
 
@@ -108,7 +110,9 @@ def compile(
     packing_gpus = gpus_per_node if gpus_per_node is not None or needs_gpus else 1
     time_limit_s = _time_limit_s(run, profile, problems)
     # The check bind_submission applies to the run directory, here too: a dry run refuses what execute refuses.
-    problems.items.extend(slurm_path_problems(profile.workspace_root, what="workspace root", key_path="workspace_root"))
+    problems.items.extend(
+        slurm_path_problems(profile.workspace_root, what="workspace root", key_path=("workspace_root",))
+    )
     shards = _shards(run, problems)
     aliases = _check_aliases(run, summary, len(shards), config.file, problems, warnings)
     warnings.extend(model_mismatches(run, summary))
@@ -224,7 +228,7 @@ def _check_aliases(
                 who = ", ".join(use.columns) or "the profiler"
                 problems.add(
                     "alias_not_served",
-                    "deployments",
+                    ("deployments",),
                     f"model alias {excerpt(use.alias)} (used by {who}) is neither deployed nor external",
                     f"add a deployment or an external endpoint named {excerpt(use.alias)}",
                 )
@@ -232,7 +236,8 @@ def _check_aliases(
         problems.items.extend(f.to_problem(config_file) for f in blocking)
         for finding in summary.findings:
             if finding not in blocking and (shards > 1 or not finding.sharded_only):
-                warnings.append(PlanWarning(code=finding.code, key_path=finding.key_path, message=finding.message))
+                where = format_key_path(finding.key_path) if finding.key_path else None
+                warnings.append(PlanWarning(code=finding.code, key_path=where, message=finding.message))
     for alias in [*run.deployments, *run.external]:
         if summary is not None and alias not in used:
             section = "deployments" if alias in run.deployments else "external"
@@ -247,7 +252,7 @@ def _check_aliases(
         if alias not in served:
             problems.add(
                 "unknown_alias",
-                f"client.concurrency.{alias}",
+                ("client", "concurrency", alias),
                 f"concurrency is set for {alias!r}, which is neither deployed nor external",
                 f"use one of: {', '.join(sorted(served)) or '(no aliases)'}",
             )
@@ -292,7 +297,7 @@ def _time_limit_s(run: RunSpec, profile: ClusterProfile, problems: _Problems) ->
     if seconds < needed:
         problems.add(
             "time_limit_too_short",
-            "submission.time_limit",
+            ("submission", "time_limit"),
             f"time limit {authored!r} ({seconds} s) is shorter than startup budget {startup} s + drain grace "
             f"{run.submission.drain_grace_s} s + warning lead {run.submission.warning_lead_s} s + "
             f"{SIGNAL_SLACK_S} s early-signal slack = {needed} s",
@@ -303,12 +308,14 @@ def _time_limit_s(run: RunSpec, profile: ClusterProfile, problems: _Problems) ->
 
 def _shards(run: RunSpec, problems: _Problems) -> list[ShardPlan]:
     if run.seed > MAX_RUN_SEED:
-        problems.add("seed_range", "seed", f"seed {run.seed} is too large", f"use an integer from 0 to {MAX_RUN_SEED}")
+        problems.add(
+            "seed_range", ("seed",), f"seed {run.seed} is too large", f"use an integer from 0 to {MAX_RUN_SEED}"
+        )
         return []
     try:
         ranges = shard_ranges(run.records, shards=run.sharding.shards, records_per_shard=run.sharding.records_per_shard)
     except ValueError as exc:
-        problems.add("empty_shard", "sharding.shards", str(exc), f"use at most {run.records} shards")
+        problems.add("empty_shard", ("sharding", "shards"), str(exc), f"use at most {run.records} shards")
         return []
     return [
         ShardPlan(shard=index, start=r.start, stop=r.stop, seed=derive_sampler_seed(run.seed, index))
@@ -351,13 +358,13 @@ def _replicas(
             field = "tensor_parallel" if isinstance(run.deployments[alias], VllmDeployment) else "gpus_per_replica"
             problems.add(
                 "replica_shape",
-                f"deployments.{alias}.{field}",
+                ("deployments", alias, field),
                 f"a replica of {alias!r} needs {exc}",
                 f"use at most {gpus_per_node} GPUs per replica, or a multiple of {gpus_per_node}",
             )
             return []
     deployment_images = {
-        alias: images.resolve(d.image, f"deployments.{alias}.image", serving=(alias, isinstance(d, VllmDeployment)))
+        alias: images.resolve(d.image, ("deployments", alias, "image"), serving=(alias, isinstance(d, VllmDeployment)))
         for alias, d in run.deployments.items()
     }
     base_env = _environment(profile)
@@ -417,7 +424,7 @@ class _Images:
         self.warnings = warnings
 
     def resolve(
-        self, reference: str | None, key_path: str, *, serving: tuple[str, bool] | None = None
+        self, reference: str | None, key_path: KeyPath, *, serving: tuple[str, bool] | None = None
     ) -> ImagePlan | None:
         """The image ``reference`` names at ``key_path``; ``serving`` is (alias, is a vllm deployment) for a
         deployment's image, None for the client's or the compute image."""
@@ -440,7 +447,7 @@ class _Images:
             self.unresolved.append(
                 Unresolved(
                     what="image",
-                    key_path=key_path,
+                    key_path=format_key_path(key_path),
                     detail=f"image {reference!r} is named, and the image registry "
                     + ("was not read" if self.registry is None else "has no image of that name"),
                     hint=f"register it with 'data-designer slurm image add SOURCE --name {reference}', "
@@ -470,11 +477,11 @@ def _launcher(
     if python.interpreter is not None:
         return (python.interpreter,), None
     assert python.image is not None
-    image = images.resolve(python.image, "compute_python.image")
+    image = images.resolve(python.image, ("compute_python", "image"))
     if image is not None and profile.container_runtime != "apptainer":
         problems.add(
             "compute_image_runtime",
-            "compute_python.image",
+            ("compute_python", "image"),
             f"the supervisor can start in an image only with container_runtime 'apptainer' "
             f"(the profile says {profile.container_runtime!r})",
             "set compute_python.interpreter to a Python with data-designer-slurm installed on the compute nodes",
@@ -499,7 +506,7 @@ def _client(
     settings = run.client
     image = compute_image
     if settings.image is not None:
-        image = images.resolve(settings.image, "client.image")
+        image = images.resolve(settings.image, ("client", "image"))
     in_image = settings.image is not None or profile.compute_python.image is not None
     python = "python3" if in_image else (profile.compute_python.interpreter or "python3")
     endpoints = []
@@ -522,7 +529,7 @@ def _client(
             if model is None and summary is not None:
                 problems.add(
                     "external_model",
-                    f"external.{alias}.model",
+                    ("external", alias, "model"),
                     f"the Data Designer config names no model for alias {excerpt(alias)}",
                     "set the model name the endpoint serves",
                 )

@@ -27,6 +27,7 @@ from data_designer.slurm.contracts import (
     ConfigLayout,
     ConfigSummary,
     InvalidInputError,
+    KeyPath,
     ModelAliasUse,
     Problem,
     SamplingStrategy,
@@ -34,9 +35,10 @@ from data_designer.slurm.contracts import (
     SeedSelection,
     ToolAliasUse,
     excerpt,
+    format_key_path,
 )
 from data_designer.slurm.planner._digest import NotCanonicalError, sha256_digest
-from data_designer.slurm.planner._document import Document, KeyPath, format_key_path
+from data_designer.slurm.planner._document import Document
 from data_designer.slurm.planner._secrets import find_secret_literals
 
 BUILTIN_COLUMN_TYPES = frozenset(
@@ -80,7 +82,7 @@ def read_dd_config(document: Document, *, operation: str = _OPERATION) -> Config
     reader = _Reader(document)
     summary = reader.read()
     if reader.problems or summary is None:
-        problems = sorted(reader.problems, key=lambda p: (p.line or 0, p.key_path or ""))
+        problems = sorted(reader.problems, key=lambda p: (p.line or 0, format_key_path(p.key_path or ())))
         raise InvalidInputError.from_problems(problems, operation=operation, file=document.file)
     return summary
 
@@ -118,7 +120,7 @@ class _Reader:
                 message=message,
                 file=self.document.file,
                 line=self.document.line_of(path),
-                key_path=format_key_path(path) or None,
+                key_path=path or None,
                 hint=hint,
             )
         )
@@ -142,7 +144,7 @@ class _Reader:
                 message=message,
                 hint=hint,
                 column=column,
-                key_path=format_key_path(path) or None,
+                key_path=path or None,
                 line=self.document.line_of(path),
             )
         )
@@ -225,7 +227,9 @@ class _Reader:
             sampler_columns=tuple(c.name for c in columns if c.column_type == "sampler"),
             seed_dataset=seed,
             processor_types=tuple(processor_types),
-            findings=tuple(sorted(self.findings, key=lambda f: (f.line or 0, f.key_path or "", f.code))),
+            findings=tuple(
+                sorted(self.findings, key=lambda f: (f.line or 0, format_key_path(f.key_path or ()), f.code))
+            ),
         )
 
     def find_secrets(self) -> None:
@@ -430,7 +434,7 @@ class _Reader:
             path=location,
             sampling_strategy=strategy,
             selection=selection,
-            key_path=format_key_path(path),
+            key_path=path,
             line=self.document.line_of(path),
         )
 

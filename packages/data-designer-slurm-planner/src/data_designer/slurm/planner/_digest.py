@@ -28,8 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from data_designer.slurm.contracts import InternalError, InvalidInputError
-from data_designer.slurm.planner._document import KeyPath, format_key_path
+from data_designer.slurm.contracts import InternalError, InvalidInputError, KeyPath
 
 DIGEST_ALGORITHM = "sha256"
 SAMPLER_SEED_BITS = 128
@@ -118,7 +117,7 @@ def sampler_seed_words(seed: int) -> tuple[int, int, int, int]:
 def _require_seed_part(name: str, number: int, limit: int | None, *, hint: str) -> None:
     in_range = not isinstance(number, bool) and isinstance(number, int) and number >= 0
     if not in_range or (limit is not None and number > limit):
-        raise InvalidInputError(f"{name} {number!r} is out of range", code="invalid_seed", key_path=name, hint=hint)
+        raise InvalidInputError(f"{name} {number!r} is out of range", code="invalid_seed", key_path=(name,), hint=hint)
 
 
 def _plain(value: Any, path: KeyPath) -> Any:
@@ -154,6 +153,6 @@ def _plain(value: Any, path: KeyPath) -> Any:
 def _not_canonical(message: str, path: KeyPath) -> NotCanonicalError:
     return NotCanonicalError(
         message,
-        key_path=format_key_path(path) or None,
+        key_path=path or None,
         hint="convert it to strings, integers, finite floats, booleans, null, lists and string-keyed mappings",
     )

@@ -17,9 +17,8 @@ from typing import Any, Literal
 
 import yaml
 
-from data_designer.slurm.contracts import Problem, excerpt
+from data_designer.slurm.contracts import KeyPath, Problem, excerpt
 
-KeyPath = tuple[str | int, ...]
 DocumentFormat = Literal["yaml", "json"]
 
 
@@ -71,9 +70,9 @@ class Document:
     lines: Mapping[KeyPath, int] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
 
-    def line_of(self, path: KeyPath) -> int | None:
-        """The line of ``path``, or of its nearest ancestor that has one."""
-        for end in range(len(path), -1, -1):
+    def line_of(self, path: KeyPath, *, root: bool = True) -> int | None:
+        """The line of ``path``, or of its nearest ancestor that has one (the document's root only with ``root``)."""
+        for end in range(len(path), -1 if root else 0, -1):
             line = self.lines.get(path[:end])
             if line is not None:
                 return line
@@ -87,17 +86,6 @@ class Document:
         size = len(prefix)
         lines = {path[size:]: line for path, line in self.lines.items() if path[:size] == prefix}
         return Document(file=self.file, data=data, lines=lines)
-
-
-def format_key_path(path: KeyPath) -> str:
-    """``("clusters", "a", "sbatch_options", 2)`` -> ``clusters.a.sbatch_options[2]``."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
 
 
 def detect_format(file: str, text: str) -> DocumentFormat:
@@ -142,7 +130,7 @@ def _surrogate_problem(document: Document, path: KeyPath) -> Problem:
         message="the text holds a lone surrogate escape ('\\ud800'-'\\udfff'), which is not a character",
         file=document.file,
         line=document.line_of(path),
-        key_path=format_key_path(path) or None,
+        key_path=path or None,
         hint="write the character itself, or a valid escape pair for characters beyond U+FFFF",
     )
 
@@ -327,7 +315,7 @@ class _Builder:
                     message="YAML aliases ('*name') are not supported",
                     file=self.file,
                     line=self.lines.get(path),
-                    key_path=format_key_path(path) or None,
+                    key_path=path or None,
                     hint="write the value out explicitly",
                 )
             )
@@ -340,7 +328,7 @@ class _Builder:
                     message=f"YAML tag {excerpt(node.tag)} is not supported",
                     file=self.file,
                     line=node.start_mark.line + 1,
-                    key_path=format_key_path(path) or None,
+                    key_path=path or None,
                     hint="remove the tag; write a plain mapping or list",
                 )
             )
@@ -363,7 +351,7 @@ class _Builder:
                         message="YAML merge keys ('<<') are not supported",
                         file=self.file,
                         line=key_node.start_mark.line + 1,
-                        key_path=format_key_path(path) or None,
+                        key_path=path or None,
                         hint="write the keys out explicitly",
                     )
                 )
@@ -375,7 +363,7 @@ class _Builder:
                         message="mapping keys must be plain strings",
                         file=self.file,
                         line=key_node.start_mark.line + 1,
-                        key_path=format_key_path(path) or None,
+                        key_path=path or None,
                         hint="use a string key",
                     )
                 )
@@ -389,7 +377,7 @@ class _Builder:
                         message=f"duplicate key {excerpt(key)} (first on line {self.lines.get(child)})",
                         file=self.file,
                         line=key_node.start_mark.line + 1,
-                        key_path=format_key_path(child),
+                        key_path=child,
                         hint="keep only one of the two entries",
                     )
                 )
@@ -408,7 +396,7 @@ class _Builder:
                     message=f"cannot read {excerpt(node.value)}: {excerpt(str(getattr(exc, 'problem', None) or exc), 80)}",
                     file=self.file,
                     line=node.start_mark.line + 1,
-                    key_path=format_key_path(path) or None,
+                    key_path=path or None,
                     hint="write a plain string, number, boolean or null (custom YAML tags are not supported)",
                 )
             )
@@ -420,7 +408,7 @@ class _Builder:
                     message=f"{excerpt(node.value)} is not a finite number",
                     file=self.file,
                     line=node.start_mark.line + 1,
-                    key_path=format_key_path(path) or None,
+                    key_path=path or None,
                     hint="use a finite number; NaN and infinities are not allowed",
                 )
             )

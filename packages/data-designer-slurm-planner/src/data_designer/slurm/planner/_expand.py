@@ -60,6 +60,7 @@ from data_designer.slurm.contracts import (
     ImageAxis,
     ImageRecord,
     InvalidInputError,
+    KeyPath,
     ModelAxis,
     NodesAxis,
     Problem,
@@ -69,10 +70,11 @@ from data_designer.slurm.contracts import (
     Unresolved,
     VllmDeployment,
     excerpt,
+    format_key_path,
 )
 from data_designer.slurm.planner._compile import compile
 from data_designer.slurm.planner._digest import canonical_json, sha256_digest
-from data_designer.slurm.planner._document import Document, format_key_path
+from data_designer.slurm.planner._document import Document
 from data_designer.slurm.planner._images import Installation
 from data_designer.slurm.planner._limits import benchmark_limit_problems, benchmark_replicas_problem
 from data_designer.slurm.planner._vllm import check_engine_args
@@ -108,7 +110,7 @@ def expand(
     gpus_per_node = profile.gpus_per_node if isinstance(profile.gpus_per_node, int) else facts.gpus_per_node
     state = _State(_Locator(benchmark, source, base_source))
     for problem in benchmark_limit_problems(benchmark):  # before anything is expanded
-        state.add(problem.code, problem.key_path or "", problem.message, problem.hint or "")
+        state.add(problem.code, problem.key_path or (), problem.message, problem.hint or "")
     if state.problems:
         raise InvalidInputError.from_problems(state.render(cases=0), operation=_OPERATION, file=state.where.file)
     valid = [
@@ -117,7 +119,7 @@ def expand(
     ]
     too_many = benchmark_replicas_problem(_planned_replicas(benchmark, base, valid, gpus_per_node, state.where))
     if too_many is not None:  # before any case is compiled: the cases' plans are held together
-        state.add(too_many.code, too_many.key_path or "", too_many.message, too_many.hint or "")
+        state.add(too_many.code, too_many.key_path or (), too_many.message, too_many.hint or "")
         raise InvalidInputError.from_problems(state.render(cases=0), operation=_OPERATION, file=state.where.file)
 
     plans: list[tuple[tuple[CaseValue, ...], int, ExecutionPlan]] = []
@@ -222,18 +224,18 @@ def _target(axis: Axis) -> tuple[str | None, ...]:
     return (kind, axis.alias)
 
 
-def _run_path(axis: Axis, base: RunSpec) -> str:
+def _run_path(axis: Axis, base: RunSpec) -> KeyPath:
     """The base run key an axis sets (problems compile finds there are reported at the axis value instead)."""
     if isinstance(axis, ConcurrencyAxis):
-        return f"client.concurrency.{axis.alias}"
+        return ("client", "concurrency", axis.alias)
     if isinstance(axis, ImageAxis):
-        return "client.image" if axis.alias is None else f"deployments.{axis.alias}.image"
+        return ("client", "image") if axis.alias is None else ("deployments", axis.alias, "image")
+    assert axis.alias is not None
     if isinstance(axis, ModelAxis) and axis.alias in base.external:
-        return f"external.{axis.alias}.model"
+        return ("external", axis.alias, "model")
     if isinstance(axis, EngineArgAxis):
-        return format_key_path(("deployments", axis.alias, "engine_args", axis.arg))
-    field_name = "replicas" if isinstance(axis, NodesAxis) else axis.axis
-    return f"deployments.{axis.alias}.{field_name}"
+        return ("deployments", axis.alias, "engine_args", axis.arg)
+    return ("deployments", axis.alias, "replicas" if isinstance(axis, NodesAxis) else axis.axis)
 
 
 class _State:
@@ -245,7 +247,7 @@ class _State:
         self.unresolved_items: dict[tuple[str, str, str], Unresolved] = {}
         self.cases: dict[int, str] = {}
 
-    def add(self, code: str, key_path: str, message: str, hint: str) -> None:
+    def add(self, code: str, key_path: KeyPath, message: str, hint: str) -> None:
         """A problem of the benchmark file itself (not of one case)."""
         line = self.where.line(key_path)
         problem = Problem(code=code, file=self.where.file, line=line, key_path=key_path, message=message, hint=hint)
@@ -275,7 +277,7 @@ def _check_axis(
     index: int, axis: Axis, earlier: Sequence[Axis], base: RunSpec, gpus_per_node: int | None, state: _State
 ) -> bool:
     """Problems of one axis against the base run; whether the axis can be applied."""
-    at = f"axes[{index}]"
+    at: KeyPath = ("axes", index)
     ok = True
     for other_index, other in enumerate(earlier):
         if _target(other) == _target(axis):
@@ -292,7 +294,7 @@ def _check_axis(
         if key in seen:
             state.add(
                 "axis_value_repeated",
-                f"{at}.values[{position}]",
+                (*at, "values", position),
                 f"value {excerpt(value)} repeats values[{seen[key]}]",
                 "list each value once; use 'repeats' to measure a case several times",
             )
@@ -301,7 +303,7 @@ def _check_axis(
     return _check_alias(at, axis, base, gpus_per_node, state) and ok
 
 
-def _check_alias(at: str, axis: Axis, base: RunSpec, gpus_per_node: int | None, state: _State) -> bool:
+def _check_alias(at: KeyPath, axis: Axis, base: RunSpec, gpus_per_node: int | None, state: _State) -> bool:
     served = sorted({*base.deployments, *base.external})
     deployed = sorted(base.deployments)
     if isinstance(axis, ImageAxis) and axis.alias is None:
@@ -312,7 +314,7 @@ def _check_alias(at: str, axis: Axis, base: RunSpec, gpus_per_node: int | None, 
         if alias not in served:
             state.add(
                 "axis_alias",
-                f"{at}.alias",
+                (*at, "alias"),
                 f"alias {alias!r} is neither deployed nor external in the base run",
                 f"use one of: {', '.join(served) or '(no aliases)'}",
             )
@@ -323,7 +325,7 @@ def _check_alias(at: str, axis: Axis, base: RunSpec, gpus_per_node: int | None, 
         what = "external, not deployed" if alias in base.external else "not deployed"
         state.add(
             "axis_alias",
-            f"{at}.alias",
+            (*at, "alias"),
             f"the {axis.axis} axis needs a deployed alias; {alias!r} is {what} in the base run",
             f"use one of: {', '.join(deployed) or '(no deployments)'}",
         )
@@ -331,7 +333,7 @@ def _check_alias(at: str, axis: Axis, base: RunSpec, gpus_per_node: int | None, 
     if isinstance(axis, TensorParallelAxis | EngineArgAxis) and not isinstance(deployment, VllmDeployment):
         state.add(
             "axis_engine",
-            f"{at}.alias",
+            (*at, "alias"),
             f"the {axis.axis} axis needs a 'vllm' deployment; {alias!r} uses engine {deployment.engine!r}",
             "sweep a vllm deployment, or vary the command deployment's argv in separate base runs",
         )
@@ -342,7 +344,7 @@ def _check_alias(at: str, axis: Axis, base: RunSpec, gpus_per_node: int | None, 
         if isinstance(deployment, CommandDeployment) and deployment.gpus_per_replica == 0:
             state.add(
                 "axis_no_gpus",
-                f"{at}.alias",
+                (*at, "alias"),
                 f"the nodes axis fills nodes with GPU replicas; {alias!r} uses no GPUs",
                 "sweep 'replicas' instead",
             )
@@ -351,7 +353,7 @@ def _check_alias(at: str, axis: Axis, base: RunSpec, gpus_per_node: int | None, 
             state.unresolved(
                 Unresolved(
                     what="gpus_per_node",
-                    key_path=at,
+                    key_path=format_key_path(at),
                     detail=f"the nodes axis of {alias!r} needs GPUs per node, and the profile says 'auto' and the "
                     "cluster was not probed; children keep the base run's replicas",
                     hint="run 'data-designer slurm profile validate --probe' or set gpus_per_node in the profile",
@@ -360,17 +362,17 @@ def _check_alias(at: str, axis: Axis, base: RunSpec, gpus_per_node: int | None, 
     return True
 
 
-def _check_engine_arg(at: str, axis: EngineArgAxis, state: _State) -> bool:
+def _check_engine_arg(at: KeyPath, axis: EngineArgAxis, state: _State) -> bool:
     # A string value checks only the flag's name; every value is then checked for what depends on it.
     named = check_engine_args({axis.arg: ""}, path=())
     for problem in named:
-        state.add(problem.code, f"{at}.arg", problem.message, problem.hint or "")
+        state.add(problem.code, (*at, "arg"), problem.message, problem.hint or "")
     if named:
         return False
     ok = True
     for position, value in enumerate(axis.values):
         for problem in check_engine_args({axis.arg: value}, path=()):
-            state.add(problem.code, f"{at}.values[{position}]", problem.message, problem.hint or "")
+            state.add(problem.code, (*at, "values", position), problem.message, problem.hint or "")
             ok = False
     return ok
 
@@ -386,22 +388,22 @@ def _child_run(
     gpus_per_node: int | None,
     case: tuple[int, str],
     state: _State,
-) -> tuple[RunSpec, dict[str, str]]:
+) -> tuple[RunSpec, dict[KeyPath, KeyPath]]:
     """The run of one case, and which run keys the axes set (run key path -> ``axes[i].values[j]``)."""
     run = base
-    applied: dict[str, str] = {}
+    applied: dict[KeyPath, KeyPath] = {}
     nodes: list[tuple[int, NodesAxis, int]] = []
     for index, (axis, position) in enumerate(zip(benchmark.axes, positions, strict=True)):
         if not valid[index]:
             continue
-        applied[_run_path(axis, base)] = f"axes[{index}].values[{position}]"
+        applied[_run_path(axis, base)] = ("axes", index, "values", position)
         if isinstance(axis, NodesAxis):
             nodes.append((index, axis, position))
         else:
             run = _apply(run, axis, axis.values[position])
     for index, axis, position in nodes:
         run = _apply_nodes(
-            run, axis, axis.values[position], gpus_per_node, f"axes[{index}].values[{position}]", case, state
+            run, axis, axis.values[position], gpus_per_node, ("axes", index, "values", position), case, state
         )
     records = _records(benchmark, run)
     submission = run.submission.model_copy(update={"exclusive": benchmark.exclusive})
@@ -447,7 +449,13 @@ def _apply(run: RunSpec, axis: Axis, value: EngineArgValue) -> RunSpec:
 
 
 def _apply_nodes(
-    run: RunSpec, axis: NodesAxis, nodes: int, gpus_per_node: int | None, at: str, case: tuple[int, str], state: _State
+    run: RunSpec,
+    axis: NodesAxis,
+    nodes: int,
+    gpus_per_node: int | None,
+    at: KeyPath,
+    case: tuple[int, str],
+    state: _State,
 ) -> RunSpec:
     deployment = run.deployments[axis.alias]
     if gpus_per_node is None:
@@ -499,53 +507,47 @@ class _Locator:
         self.file = source.file if source is not None else "<benchmark>"
         self.inline = benchmark.base.inline is not None
         self.base_file = self.file if self.inline else benchmark.base.run
-        self._lines = _line_index(source)
-        self._base_lines = self._lines if self.inline else _line_index(base_source)
+        self._source = source
+        self._base_source = source if self.inline else base_source
 
-    def child_problem(self, problem: Problem, applied: Mapping[str, str]) -> Problem:
+    def child_problem(self, problem: Problem, applied: Mapping[KeyPath, KeyPath]) -> Problem:
         if problem.file is not None:
             return problem  # found in another file (the Data Designer config): already located
         key_path, file, line = self._locate(problem.key_path, applied)
         return problem.model_copy(update={"key_path": key_path, "file": file, "line": line})
 
-    def child_unresolved(self, item: Unresolved, applied: Mapping[str, str]) -> Unresolved:
-        key_path, _, _ = self._locate(item.key_path, applied)
-        return item.model_copy(update={"key_path": key_path or item.key_path})
+    def child_unresolved(self, item: Unresolved, applied: Mapping[KeyPath, KeyPath]) -> Unresolved:
+        # An unresolved entry names its key as plan text (plans are digested): matched against the keys' text.
+        text = item.key_path
+        if re.split(r"[.\[]", text, maxsplit=1)[0] not in RunSpec.model_fields:
+            return item  # a profile key: not in the benchmark's files
+        for run_path, axis_path in applied.items():
+            if text == format_key_path(run_path) or text.startswith(tuple(format_key_path(run_path) + c for c in ".[")):
+                return item.model_copy(update={"key_path": format_key_path(axis_path)})
+        return item.model_copy(update={"key_path": f"base.inline.{text}"}) if self.inline else item
 
-    def _locate(self, key_path: str | None, applied: Mapping[str, str]) -> tuple[str | None, str | None, int | None]:
+    def _locate(
+        self, key_path: KeyPath | None, applied: Mapping[KeyPath, KeyPath]
+    ) -> tuple[KeyPath | None, str | None, int | None]:
         if key_path is None or not is_run_key(key_path):
             return key_path, None, None  # a profile key (or none): not in the benchmark's files
         for run_path, axis_path in applied.items():
-            if key_path == run_path or key_path.startswith((run_path + ".", run_path + "[")):
-                return axis_path, self.file, _line(self._lines, axis_path)
+            if key_path[: len(run_path)] == run_path:
+                return axis_path, self.file, _line(self._source, axis_path)
         if self.inline:
-            inline_path = f"base.inline.{key_path}"
-            return inline_path, self.file, _line(self._lines, inline_path)
-        return key_path, self.base_file, _line(self._base_lines, key_path)
+            inline_path = ("base", "inline", *key_path)
+            return inline_path, self.file, _line(self._source, inline_path)
+        return key_path, self.base_file, _line(self._base_source, key_path)
 
-    def line(self, key_path: str) -> int | None:
-        return _line(self._lines, key_path)
+    def line(self, key_path: KeyPath) -> int | None:
+        return _line(self._source, key_path)
 
 
-def is_run_key(key_path: str) -> bool:
+def is_run_key(key_path: KeyPath) -> bool:
     """Whether a problem's key path names a key of the run file (the others name keys of the profile)."""
-    return re.split(r"[.\[]", key_path, maxsplit=1)[0] in RunSpec.model_fields
+    return bool(key_path) and key_path[0] in RunSpec.model_fields
 
 
-def _line_index(document: Document | None) -> dict[str, int]:
-    if document is None:
-        return {}
-    return {format_key_path(path): line for path, line in document.lines.items()}
-
-
-def _line(lines: Mapping[str, int], key_path: str) -> int | None:
-    """The line of ``key_path``, or of its nearest ancestor that has one."""
-    path = key_path
-    while path:
-        if path in lines:
-            return lines[path]
-        cut = max(path.rfind("."), path.rfind("["))
-        if cut <= 0:
-            break
-        path = path[:cut]
-    return lines.get(path)
+def _line(document: Document | None, path: KeyPath) -> int | None:
+    """The line of ``path``, or of its nearest ancestor short of the root (which only the empty path names)."""
+    return None if document is None else document.line_of(path, root=not path)

@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from data_designer.slurm.contracts import (
     ClusterFacts,
     ExecutionPlan,
+    KeyPath,
     NodeShape,
     PartitionFacts,
     Problem,
     VllmDeployment,
+    format_key_path,
     format_time_limit,
 )
 
@@ -39,7 +41,7 @@ _LARGER_NODES = "or use a partition with larger nodes (submission.partition)"
 class _Part:
     """One term of a per-node sum: the key that sets it, its authored value, how many times it counts, its amount."""
 
-    key: str
+    key: KeyPath
     value: int
     times: int
     amount: int
@@ -50,7 +52,8 @@ class _Part:
 
     def render(self, unit: str) -> str:
         each = f"{self.value}" if self.value == self.amount else f"{self.value} ({self.amount}{unit})"
-        return f"{self.key} {each}" if self.times == 1 else f"{self.times} x {self.key} {each}"
+        key = format_key_path(self.key)
+        return f"{key} {each}" if self.times == 1 else f"{self.times} x {key} {each}"
 
 
 def check_fit(plan: ExecutionPlan, facts: ClusterFacts) -> list[Problem]:
@@ -64,7 +67,7 @@ def check_fit(plan: ExecutionPlan, facts: ClusterFacts) -> list[Problem]:
         return [
             Problem(
                 code="cluster_partition",
-                key_path="submission.partition",
+                key_path=("submission", "partition"),
                 message=f"partition {allocation.partition!r} is not one of the cluster's partitions ({names})",
                 hint="set submission.partition (or the profile's partitions.gpu) to one of: " + names,
             )
@@ -75,7 +78,7 @@ def check_fit(plan: ExecutionPlan, facts: ClusterFacts) -> list[Problem]:
         problems.append(
             Problem(
                 code="cluster_time_limit",
-                key_path="submission.time_limit",
+                key_path=("submission", "time_limit"),
                 message=f"time limit {allocation.time_limit} is above the MaxTime of {where} "
                 f"({format_time_limit(partition.max_time_s)}): Slurm would keep the jobs pending forever",
                 hint=f"set submission.time_limit (or the profile's default_time_limit) to at most "
@@ -97,7 +100,7 @@ def check_fit(plan: ExecutionPlan, facts: ClusterFacts) -> list[Problem]:
             problems.append(
                 Problem(
                     code="cluster_node_shape",
-                    key_path="submission.partition",
+                    key_path=("submission", "partition"),
                     message=f"an allocation needs {nodes} node(s) with {need['cpus']} CPUs, {need['memory']} MB and "
                     f"{need['gpus']} GPUs each; {where} has {fitting} such node(s)",
                     hint=f"ask less per node (client, deployments), {_LARGER_NODES}",
@@ -111,21 +114,21 @@ def _per_node(plan: ExecutionPlan, nodes: int) -> list[dict[str, list[_Part]]]:
     allocation, run = plan.allocation, plan.run
     client = allocation.client
     table: list[dict[str, list[_Part]]] = [{"cpus": [], "memory": [], "gpus": []} for _ in range(nodes)]
-    table[0]["cpus"].append(_Part("client.cpus", client.cpus, 1, client.cpus))
-    table[0]["memory"].append(_Part("client.memory_gb", client.memory_gb, 1, client.memory_mb))
+    table[0]["cpus"].append(_Part(("client", "cpus"), client.cpus, 1, client.cpus))
+    table[0]["memory"].append(_Part(("client", "memory_gb"), client.memory_gb, 1, client.memory_mb))
     for replica in allocation.replicas:
         deployment = run.deployments.get(replica.alias)
         gpu_key = "tensor_parallel" if isinstance(deployment, VllmDeployment) else "gpus_per_replica"
         gpu_value = deployment.tensor_parallel if isinstance(deployment, VllmDeployment) else replica.gpus
         memory_gb = deployment.memory_gb_per_replica if deployment is not None else replica.memory_mb // 1000
-        prefix = f"deployments.{replica.alias}"
+        prefix = ("deployments", replica.alias)
         for node in replica.node_indices or ():
             if node >= nodes:
                 continue
-            _add(table[node]["cpus"], _Part(f"{prefix}.cpus_per_replica", replica.cpus, 1, replica.cpus))
-            _add(table[node]["memory"], _Part(f"{prefix}.memory_gb_per_replica", memory_gb, 1, replica.memory_mb))
+            _add(table[node]["cpus"], _Part((*prefix, "cpus_per_replica"), replica.cpus, 1, replica.cpus))
+            _add(table[node]["memory"], _Part((*prefix, "memory_gb_per_replica"), memory_gb, 1, replica.memory_mb))
             if replica.gpus_per_node:
-                _add(table[node]["gpus"], _Part(f"{prefix}.{gpu_key}", gpu_value, 1, replica.gpus_per_node))
+                _add(table[node]["gpus"], _Part((*prefix, gpu_key), gpu_value, 1, replica.gpus_per_node))
     return table
 
 
@@ -152,7 +155,7 @@ def _dimension(per_node: Sequence[dict[str, list[_Part]]], kind: str, partition:
         return None
     node = totals.index(need)
     parts = per_node[node][kind]
-    culprit = max(parts, key=lambda p: (p.total, p.key.startswith("client.")))
+    culprit = max(parts, key=lambda p: (p.total, p.key[0] == "client"))
     noun = _NOUNS[kind]
     terms = " + ".join(p.render(f" {noun}") for p in parts)
     on = "node 0, with the client" if node == 0 else f"node {node}"
@@ -179,11 +182,11 @@ def _fix(culprit: _Part, need: int, limit: int, kind: str) -> str:
         allowed = (culprit.total - excess) // culprit.times
     if kind == "gpus":
         return (
-            f"use at most {limit} GPUs per replica on one node (set {culprit.key} to at most {max(limit, 1)}, or to a "
+            f"use at most {limit} GPUs per replica on one node (set {format_key_path(culprit.key)} to at most {max(limit, 1)}, or to a "
             f"multiple of {limit} to span nodes), set the profile's gpus_per_node to {limit}, {_LARGER_NODES}"
         )
     if allowed >= 1:
-        return f"set {culprit.key} to at most {allowed}, {_LARGER_NODES}"
+        return f"set {format_key_path(culprit.key)} to at most {allowed}, {_LARGER_NODES}"
     return f"ask for less per node (client, deployments), {_LARGER_NODES}"
 
 
@@ -193,7 +196,7 @@ def _known_gpus(partition: PartitionFacts, gpus: int) -> bool:
 
 def _nodes_problem(plan: ExecutionPlan, partition: PartitionFacts, nodes: int) -> Problem:
     last = max(plan.allocation.replicas, key=lambda r: max(r.node_indices or (0,)), default=None)
-    key = "deployments" if last is None else f"deployments.{last.alias}.replicas"
+    key: KeyPath = ("deployments",) if last is None else ("deployments", last.alias, "replicas")
     return Problem(
         code="cluster_nodes",
         key_path=key,

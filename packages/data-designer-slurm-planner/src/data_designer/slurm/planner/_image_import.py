@@ -76,7 +76,7 @@ def parse_registry_reference(source: str) -> RegistryReference:
             "docker://[USER@][REGISTRY#]IMAGE[:TAG] or docker://[USER@][REGISTRY#]IMAGE@sha256:DIGEST",
             code="invalid_image_reference",
             operation=_OPERATION,
-            key_path="SOURCE",
+            key_path=("SOURCE",),
             hint="e.g. docker://nvcr.io#nvidia/pytorch:24.05-py3 (lower-case image path; no spaces, quotes or "
             f"shell characters; at most {MAX_REFERENCE_LENGTH} characters)",
         )

@@ -26,10 +26,12 @@ from data_designer.slurm.contracts import (
     ClusterProfile,
     ImageAxis,
     ImageRecord,
+    KeyPath,
     PlanWarning,
     Problem,
     RunSpec,
     __version__,
+    format_key_path,
 )
 from data_designer.slurm.planner._versions import same_version, satisfies
 from data_designer.slurm.planner._vllm import SUPPORTED_VLLM, is_supported_vllm_version
@@ -68,7 +70,7 @@ def benchmark_images(benchmark: BenchmarkSpec, base: RunSpec, profile: ClusterPr
     return named_images(base, profile) | frozenset(v for v in axes if not v.startswith("/"))
 
 
-def serving_problems(record: ImageRecord, *, alias: str, vllm: bool, runtime: str, key_path: str) -> list[Problem]:
+def serving_problems(record: ImageRecord, *, alias: str, vllm: bool, runtime: str, key_path: KeyPath) -> list[Problem]:
     """What ``record`` lacks as the serving image of deployment ``alias`` (``vllm``: a vllm deployment)."""
     if record.versions is None:
         return []
@@ -101,7 +103,7 @@ def serving_problems(record: ImageRecord, *, alias: str, vllm: bool, runtime: st
     return problems
 
 
-def client_problems(record: ImageRecord, *, installation: Installation, key_path: str) -> list[Problem]:
+def client_problems(record: ImageRecord, *, installation: Installation, key_path: KeyPath) -> list[Problem]:
     """What ``record`` lacks as the image the client worker (or the supervisor) runs in."""
     if record.versions is None:
         return []
@@ -142,13 +144,13 @@ def client_problems(record: ImageRecord, *, installation: Installation, key_path
     return problems
 
 
-def role_warning(record: ImageRecord, used_as: str, key_path: str) -> PlanWarning | None:
+def role_warning(record: ImageRecord, used_as: str, key_path: KeyPath) -> PlanWarning | None:
     """A warning when an image registered for one role is used in the other (the checks above still decide)."""
     if record.role is None or record.role == used_as:
         return None
     return PlanWarning(
         code="image_role",
-        key_path=key_path,
+        key_path=format_key_path(key_path),
         message=f"image {record.name!r} is registered as a {record.role} image and used as the {used_as} image",
     )
 
@@ -159,7 +161,7 @@ def _found(record: ImageRecord, distribution: str) -> str | None:
 
 
 def _python_problem(
-    record: ImageRecord, what: str, key_path: str, oldest: tuple[int, int], needed_by: str, *, required: bool = True
+    record: ImageRecord, what: str, key_path: KeyPath, oldest: tuple[int, int], needed_by: str, *, required: bool = True
 ) -> Iterable[Problem]:
     wanted = ".".join(map(str, oldest))
     found = _python_version(record.python)
@@ -185,5 +187,5 @@ def _python_version(text: str | None) -> tuple[int, int] | None:
     return int(parts[0]), int(parts[1])
 
 
-def _problem(code: str, key_path: str, message: str, hint: str) -> Problem:
+def _problem(code: str, key_path: KeyPath, message: str, hint: str) -> Problem:
     return Problem(code=code, key_path=key_path, message=message, hint=hint)

@@ -54,7 +54,7 @@ def resolve_config(run: RunSpec, text: str | None = None) -> Document:
             f"the config file {path!r} was not given to the planner",
             code="config_text_missing",
             operation="run.config",
-            key_path="data_designer.config",
+            key_path=("data_designer", "config"),
             hint="read the file named by data_designer.config and pass its text",
         )
     return parse_document(text, file=path)
@@ -79,7 +79,7 @@ def load_base_run(
                 code="base_run_text_missing",
                 operation="benchmark.base",
                 file=file,
-                key_path="base.run",
+                key_path=("base", "run"),
                 hint="read the file named by base.run and pass its text",
             )
         return load_run(text, file=path)
@@ -89,8 +89,5 @@ def load_base_run(
         inline = Document(file=file, data=benchmark.base.inline, lines=lines)
         return validate_document(RunSpec, inline, operation="benchmark.base")
     except InvalidInputError as exc:
-        problems = [
-            p.model_copy(update={"key_path": "base.inline" + (f".{p.key_path}" if p.key_path else "")})
-            for p in exc.problems
-        ]
+        problems = [p.model_copy(update={"key_path": ("base", "inline", *(p.key_path or ()))}) for p in exc.problems]
         raise InvalidInputError.from_problems(problems, operation="benchmark.base", file=file) from exc

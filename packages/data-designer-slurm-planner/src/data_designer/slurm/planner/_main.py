@@ -49,7 +49,7 @@ from data_designer.slurm.contracts import (
     Unresolved,
 )
 from data_designer.slurm.planner._compile import compile
-from data_designer.slurm.planner._document import Document, format_key_path, parse_document
+from data_designer.slurm.planner._document import Document, parse_document
 from data_designer.slurm.planner._dry_run import DryRunFile, benchmark_files, plan_files
 from data_designer.slurm.planner._expand import expand, is_run_key
 from data_designer.slurm.planner._files import read_text, write_text_atomic
@@ -169,14 +169,14 @@ def _target(args: argparse.Namespace) -> _Target:
                 f"cluster {args.cluster!r} is not in the profile",
                 code="cluster_not_found",
                 file=path,
-                key_path="clusters",
+                key_path=("clusters",),
                 hint=f"use --cluster with one of: {names}",
             )
         raise InvalidInputError(
             "the profile has several clusters and no default_cluster",
             code="cluster_ambiguous",
             file=path,
-            key_path="default_cluster",
+            key_path=("default_cluster",),
             hint=f"pass --cluster NAME (one of: {names}) or set default_cluster",
         )
     facts = ClusterFacts(gpus_per_node=args.gpus_per_node, max_array_size=args.max_array_size)
@@ -234,13 +234,7 @@ def _locate(problem: Problem, document: Document) -> Problem:
     Problems in another file (the Data Designer config) or at a profile key keep where they are."""
     if problem.file is not None or (problem.key_path is not None and not is_run_key(problem.key_path)):
         return problem
-    lines = {format_key_path(path): line for path, line in document.lines.items()}
-    line: int | None = None
-    path = problem.key_path or ""
-    while path and line is None:
-        line = lines.get(path)
-        cut = max(path.rfind("."), path.rfind("["))
-        path = path[:cut] if cut > 0 else ""
+    line = document.line_of(problem.key_path or (), root=False)
     return problem.model_copy(update={"file": document.file, "line": line})
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from data_designer.slurm.contracts import (
     ExecutionPlan,
     InvalidInputError,
+    KeyPath,
     Problem,
     SubmissionBinding,
     SubmissionChunk,
@@ -111,7 +112,7 @@ def render_script(request: ScriptRequest) -> RenderedScript:
     return RenderedScript(script="\n".join(lines) + "\n", sbatch_args=tuple(extra))
 
 
-def slurm_path_problems(path: str, *, what: str, key_path: str) -> list[Problem]:
+def slurm_path_problems(path: str, *, what: str, key_path: KeyPath) -> list[Problem]:
     """Why ``path`` cannot hold a run's working directory and logs (none when it can): it must be absolute and free
     of ``%`` (sbatch's file-name patterns), backslashes (their escape) and control characters.
 
@@ -132,12 +133,9 @@ def slurm_path_problems(path: str, *, what: str, key_path: str) -> list[Problem]
 
 def bind_submission(plan: ExecutionPlan, binding: SubmissionBinding) -> SubmissionUnit:
     """The submission unit of ``plan`` for one run: job names, working directory and log paths bound."""
-    problems = [
-        Problem(code="unresolved", message=f"{u.what} is unresolved: {u.detail}", key_path=u.key_path, hint=u.hint)
-        for u in plan.unresolved
-    ]
+    problems = [u.problem() for u in plan.unresolved]
     run_dir = binding.run_dir
-    problems.extend(slurm_path_problems(run_dir, what="run directory", key_path="run_dir"))
+    problems.extend(slurm_path_problems(run_dir, what="run directory", key_path=("run_dir",)))
     if plan.submission.script is None and not plan.unresolved:
         problems.append(Problem(code="no_script", message="the plan has no batch script", hint="compile it again"))
     if problems:

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal, TypeVar
 
-from data_designer.slurm.contracts import InternalError, InvalidInputError, Problem
-from data_designer.slurm.planner._document import Document, KeyPath, format_key_path
+from data_designer.slurm.contracts import InternalError, InvalidInputError, KeyPath, Problem, format_key_path
+from data_designer.slurm.planner._document import Document
 
 ArgumentKind = Literal["required", "optional", "none"]
 ModelT = TypeVar("ModelT")
@@ -346,7 +346,7 @@ class _Resolver:
                 message=message,
                 file=self.document.file if self.document else None,
                 line=self.document.line_of(key) if self.document else None,
-                key_path=format_key_path(key),
+                key_path=key,
                 hint=hint,
             )
         )
@@ -388,7 +388,7 @@ def validate_with_sbatch_options(
 
 
 def _combined(problems: list[Problem], operation: str, document: Document) -> InvalidInputError:
-    ordered = sorted(problems, key=lambda p: (p.line or 0, p.key_path or ""))
+    ordered = sorted(problems, key=lambda p: (p.line or 0, format_key_path(p.key_path or ())))
     return InvalidInputError.from_problems(ordered, operation=operation, file=document.file)
 
 

@@ -6,8 +6,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from data_designer.slurm.contracts import ENV_VAR_NAME_PATTERN, Problem, looks_like_token
-from data_designer.slurm.planner._document import Document, KeyPath, format_key_path
+from data_designer.slurm.contracts import ENV_VAR_NAME_PATTERN, KeyPath, Problem, looks_like_token
+from data_designer.slurm.planner._document import Document
 
 SECRET_KEY_WORDS = frozenset(
     {
@@ -57,7 +57,7 @@ def _walk(document: Document, value: Any, path: KeyPath) -> Iterator[Problem]:
                         message=f"key {key!r} holds a literal value; secrets are never written into configuration",
                         file=document.file,
                         line=document.line_of(child_path),
-                        key_path=format_key_path(child_path),
+                        key_path=child_path,
                         hint="write the NAME of the environment variable that holds the secret (matching ^[A-Z_][A-Z0-9_]*$)",
                     )
                 continue
@@ -71,6 +71,6 @@ def _walk(document: Document, value: Any, path: KeyPath) -> Iterator[Problem]:
             message="value looks like a secret (an API token, or a URL with a password)",
             file=document.file,
             line=document.line_of(path),
-            key_path=format_key_path(path) or None,
+            key_path=path or None,
             hint="remove the token; pass it through an environment variable named in the configuration",
         )

@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from data_designer.slurm.contracts import InvalidInputError, Problem, excerpt, hint_of
-from data_designer.slurm.planner._document import Document, KeyPath, format_key_path
+from data_designer.slurm.contracts import InvalidInputError, KeyPath, Problem, excerpt, format_key_path, hint_of
+from data_designer.slurm.planner._document import Document
 from data_designer.slurm.planner._secrets import find_secret_literals
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -79,7 +79,7 @@ def validate_document(model: type[ModelT], document: Document, *, operation: str
                 if p.code in _KEY_ONLY_CODES or not _under(p.key_path, hidden)
             )
     if problems or result is None:
-        ordered = sorted(_dedupe(problems), key=lambda p: (p.line or 0, p.key_path or ""))
+        ordered = sorted(_dedupe(problems), key=lambda p: (p.line or 0, format_key_path(p.key_path or ())))
         raise InvalidInputError.from_problems(ordered, operation=operation, file=document.file)
     return result
 
@@ -89,11 +89,11 @@ def _article(data: object) -> str:
     return names.get(type(data), "a value")
 
 
-def _under(key_path: str | None, hidden: set[str | None]) -> bool:
+def _under(key_path: KeyPath | None, hidden: set[KeyPath | None]) -> bool:
     """Whether ``key_path`` is one of ``hidden`` or lies inside one."""
     if key_path in hidden:
         return True
-    return key_path is not None and any(h is not None and key_path.startswith((f"{h}.", f"{h}[")) for h in hidden)
+    return key_path is not None and any(h is not None and key_path[: len(h)] == h for h in hidden)
 
 
 def problems_from_validation(exc: ValidationError, document: Document, model: type[BaseModel]) -> list[Problem]:
@@ -137,7 +137,7 @@ def _tag_error(error: dict[str, Any]) -> dict[str, Any]:
 def _problem(path: KeyPath, errors: list[dict[str, Any]], document: Document, model: type[BaseModel]) -> Problem:
     first = errors[0]
     kind = str(first["type"])
-    key = format_key_path(path) or None
+    key = path or None
     if kind == "extra_forbidden":
         allowed = allowed_keys(model, path[:-1])
         hint = "remove it or fix its spelling"

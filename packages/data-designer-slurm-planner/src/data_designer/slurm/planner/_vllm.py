@@ -33,8 +33,7 @@ from importlib import resources
 
 from packaging.version import Version
 
-from data_designer.slurm.contracts import EngineArgValue, InternalError, InvalidInputError, Problem
-from data_designer.slurm.planner._document import KeyPath, format_key_path
+from data_designer.slurm.contracts import EngineArgValue, InternalError, InvalidInputError, KeyPath, Problem
 from data_designer.slurm.planner._versions import satisfies
 
 SUPPORTED_VLLM = ">=0.32,<0.34"
@@ -208,28 +207,28 @@ def _check_one(key: str, value: EngineArgValue, known: frozenset[str], label: st
             return Problem(
                 code="engine_arg_controlled",
                 message=f"engine arg {key!r} ({flag}) is set by the runtime",
-                key_path=format_key_path(at),
+                key_path=at,
                 hint=f"remove it: {CONTROLLED_FLAGS[flag]}",
             )
     if name != bare or f"--{name}" not in known:
         return Problem(
             code="engine_arg_unknown",
             message=f"'vllm serve' ({label}) has no option --{name}",
-            key_path=format_key_path(at),
+            key_path=at,
             hint=_suggestion(name, bare, known),
         )
     if value is False and "." not in key and f"--no-{name}" not in known:
         return Problem(
             code="engine_arg_no_negation",
             message=f"--{name} is a switch without a --no-{name} form",
-            key_path=format_key_path(at),
+            key_path=at,
             hint="remove the key to leave the switch off",
         )
     if isinstance(value, float) and not math.isfinite(value):
         return Problem(
             code="engine_arg_not_finite",
             message=f"engine arg {key!r} is {value!r}",
-            key_path=format_key_path(at),
+            key_path=at,
             hint="write a finite number",
         )
     return None
@@ -255,7 +254,7 @@ def _conflicts(args: Mapping[str, EngineArgValue], path: KeyPath) -> list[Proble
                     Problem(
                         code="engine_arg_conflict",
                         message=f"engine args {twin!r} and {key!r} set the same switch",
-                        key_path=format_key_path((*path, key)),
+                        key_path=(*path, key),
                         hint=f"keep one: '{twin}: true' or '{twin}: false'",
                     )
                 )

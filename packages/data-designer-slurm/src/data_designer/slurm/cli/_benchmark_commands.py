@@ -157,7 +157,7 @@ def dry_run_only(option: str) -> Exception:
     return InvalidInputError(
         f"{option} applies to --dry-run only",
         code="dry_run_only",
-        key_path=option,
+        key_path=(option,),
         hint=f"add --dry-run to write the expansion, or leave out {option} to submit the children",
     )
 

@@ -114,7 +114,13 @@ def _error_of(exc: BaseException, mode: OutputMode) -> SlurmExtensionError:
         key, message = _usage_parts(exc)
         path = getattr(getattr(exc, "ctx", None), "command_path", None) or mode.command_path
         kind = InvalidInputError if getattr(exc, "exit_code", 1) == 2 else InternalError
-        error = kind(message, code="usage_error", operation=mode.operation, key_path=key, hint=f"see '{path} --help'")
+        error = kind(
+            message,
+            code="usage_error",
+            operation=mode.operation,
+            key_path=None if key is None else (key,),
+            hint=f"see '{path} --help'",
+        )
         error.__cause__ = exc
         return error
     return unexpected(exc, mode.operation, debug=mode.debug)

@@ -235,7 +235,7 @@ def dry_run_only_error(option: str) -> Exception:
     return InvalidInputError(
         f"{option} applies to --dry-run only",
         code="dry_run_only",
-        key_path=option,
+        key_path=(option,),
         hint=f"add --dry-run, or leave out {option} (a submission reads the cluster's own facts)",
     )
 
@@ -247,7 +247,7 @@ def dry_run_only(option: str, what: str) -> Exception:
     return InvalidInputError(
         f"{option} is for {what} and does not combine with --dry-run",
         code="not_with_dry_run",
-        key_path=option,
+        key_path=(option,),
         hint=f"leave out --dry-run to submit, or leave out {option} to review the plan",
     )
 

@@ -71,7 +71,7 @@ def logs(
             "--follow prints lines as they are written and has no JSON result",
             code="usage_error",
             operation="logs",
-            key_path="--follow",
+            key_path=("--follow",),
             hint="drop --json to follow the logs, or drop --follow to print them once as JSON",
         )
         fail(error, as_json=True, debug=debug)

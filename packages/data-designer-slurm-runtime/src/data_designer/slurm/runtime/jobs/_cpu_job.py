@@ -51,10 +51,10 @@ class CpuJob:
 def cpu_job_unit(cluster: ClusterProfile, job: CpuJob, *, operation: str = "cpu_job") -> SubmissionUnit:
     """The submission of ``job`` on ``cluster``'s CPU partition. InvalidInputError ``unsafe_slurm_path`` (exit 2)
     when a path Slurm opens is relative or holds ``%``, a backslash or a control character."""
-    problems = slurm_path_problems(job.workdir, what="job working directory", key_path="workdir")
+    problems = slurm_path_problems(job.workdir, what="job working directory", key_path=("workdir",))
     for what, path in (("job output file", job.output), ("job error file", job.error)):
         if path != DISCARD:
-            problems += slurm_path_problems(path, what=what, key_path="output")
+            problems += slurm_path_problems(path, what=what, key_path=("output",))
     if problems:
         raise InvalidInputError.from_problems(problems, operation=operation)
     own = [

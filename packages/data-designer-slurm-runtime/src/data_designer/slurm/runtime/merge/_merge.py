@@ -236,14 +236,14 @@ def _check_output(output: Path) -> None:
         return
     except NotADirectoryError as exc:
         raise ConflictError(
-            f"--output {str(output)!r} is a file", code="output_exists", operation=_OPERATION, key_path="--output"
+            f"--output {str(output)!r} is a file", code="output_exists", operation=_OPERATION, key_path=("--output",)
         ) from exc
     if entries:
         raise ConflictError(
             f"--output {str(output)!r} is not empty and holds no merge of this evidence",
             code="output_exists",
             operation=_OPERATION,
-            key_path="--output",
+            key_path=("--output",),
             file=str(output),
             hint="name a new or empty directory (a merge never writes over other files)",
         )

@@ -152,7 +152,7 @@ def unified_columns(manifests: list[OutputManifest]) -> tuple[ColumnType, ...]:
                 Problem(
                     code="schema_drift",
                     message=f"column {name!r} has different types: {shown}",
-                    key_path=name,
+                    key_path=(name,),
                     hint="only a column that is null in some shards is unified; regenerate the drifting shards",
                 )
             )

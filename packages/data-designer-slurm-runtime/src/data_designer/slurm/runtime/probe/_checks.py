@@ -40,17 +40,17 @@ from data_designer.slurm.contracts import (
     UnavailableError,
     __version__,
 )
+from data_designer.slurm.planner import make_directories, modes_for
 from data_designer.slurm.runtime.probe._job import ProbeState, check_job_evidence, run_probe_job
-from data_designer.slurm.runtime.scheduler._adapter import utc_now
-from data_designer.slurm.runtime.scheduler._command import DEFAULT_TIMEOUT_S, CommandRunner
-from data_designer.slurm.runtime.scheduler._slurm_parse import (
+from data_designer.slurm.runtime.scheduler import (
+    DEFAULT_TIMEOUT_S,
     AssociationRow,
+    CommandRunner,
     PartitionRow,
     SlurmOutputError,
     parse_scontrol_config,
+    utc_now,
 )
-from data_designer.slurm.runtime.store._files import make_directories
-from data_designer.slurm.runtime.store._permissions import modes_for
 
 PROBE_COMMANDS: tuple[str, ...] = ("sinfo", "squeue", "sacct", "scontrol", "sbatch", "scancel")
 """The commands the probe (and every run) needs; ``sacctmgr`` is the account check's own business."""
@@ -159,7 +159,7 @@ class _Probe(ProbeState):
         for role in ("gpu", "cpu"):
             check: ProbeCheckName = "gpu_partition" if role == "gpu" else "cpu_partition"
             wanted = getattr(self.cluster.partitions, role)
-            key = f"partitions.{role}"
+            key = ("partitions", role)
             if rows is None:
                 self.record(check, "failed", f"sinfo failed: {sinfo_error}", hint="retry when sinfo answers", key=key)
                 continue
@@ -199,7 +199,7 @@ class _Probe(ProbeState):
                 "failed",
                 f"cannot read the associations of user {self.user!r}: {exc}",
                 hint="sacctmgr must answer (it needs slurmdbd); or remove 'account' to use your default",
-                key="account",
+                key=("account",),
             )
             return
         on_cluster = [r for r in rows if self._same_cluster(r) and r.user == self.user]
@@ -213,7 +213,7 @@ class _Probe(ProbeState):
                 f"user {self.user!r} may not use account {account!r}{where}: the account does not exist or the "
                 f"user is not associated with it (the user's accounts: {others})",
                 hint=f"set account to one of: {others}; or ask the administrators to add {self.user!r} to {account!r}",
-                key="account",
+                key=("account",),
             )
             return
         existing = {r.name for r in partitions or ()}
@@ -227,7 +227,7 @@ class _Probe(ProbeState):
                 f"account {account!r} of user {self.user!r} is not valid on partition(s) {', '.join(denied)} "
                 f"(only on: {', '.join(sorted(p for p in allowed if p))})",
                 hint="choose partitions the association allows, or ask the administrators",
-                key="account",
+                key=("account",),
             )
             return
         scope = "all partitions" if None in allowed else ", ".join(sorted(p for p in allowed if p))
@@ -254,7 +254,7 @@ class _Probe(ProbeState):
                     "failed",
                     f"cannot read the GRES {row.gres!r} of nodes {row.node_list}: {exc}",
                     hint="set gpus_per_node to a number",
-                    key="gpus_per_node",
+                    key=("gpus_per_node",),
                 )
                 return
             counts.setdefault(gpus, []).append(row.node_list)
@@ -266,7 +266,7 @@ class _Probe(ProbeState):
                 "failed",
                 f"the nodes of partition {partition!r} have no GPU GRES ({seen})",
                 hint="set partitions.gpu to a partition whose nodes have GRES gpu",
-                key="partitions.gpu",
+                key=("partitions", "gpu"),
             )
             return
         if len(counts) > 1:
@@ -275,7 +275,7 @@ class _Probe(ProbeState):
                 "failed",
                 f"the nodes of partition {partition!r} differ in GPUs per node: {seen}",
                 hint="use a partition (or a --constraint in sbatch_options) whose nodes have the same GPU count",
-                key="gpus_per_node",
+                key=("gpus_per_node",),
             )
             return
         resolved = next(iter(counts))
@@ -285,7 +285,7 @@ class _Probe(ProbeState):
                 "failed",
                 f"the profile says {configured} GPUs per node, GRES of partition {partition!r} says {resolved}",
                 hint=f"set gpus_per_node to {resolved} (or 'auto')",
-                key="gpus_per_node",
+                key=("gpus_per_node",),
             )
             return
         self.gpus = resolved
@@ -303,11 +303,11 @@ class _Probe(ProbeState):
                 "failed",
                 f"{str(root)!r} does not exist",
                 hint=f"create it (mkdir -p {root}) on the shared filesystem, or fix workspace_root",
-                key="workspace_root",
+                key=("workspace_root",),
             )
             return
         if not root.is_dir():
-            self.record("workspace", "failed", f"{str(root)!r} is not a directory", hint=hint, key="workspace_root")
+            self.record("workspace", "failed", f"{str(root)!r} is not a directory", hint=hint, key=("workspace_root",))
             return
         target = root / ".probe" / self.probe_id
         try:  # with the workspace's modes, like a run directory
@@ -318,7 +318,7 @@ class _Probe(ProbeState):
                 "failed",
                 f"cannot create {str(target)!r}: {exc.strerror or exc}",
                 hint=hint,
-                key="workspace_root",
+                key=("workspace_root",),
             )
             return
         self.probe_dir = target

@@ -19,6 +19,7 @@ from pathlib import Path
 from data_designer.slurm.contracts import (
     TERMINAL_TASK_STATES,
     ClusterProfile,
+    KeyPath,
     ProbeCheck,
     ProbeCheckName,
     ProbeStatus,
@@ -116,7 +117,7 @@ class ProbeState:
         detail: str,
         *,
         hint: str | None = None,
-        key: str | None = None,
+        key: KeyPath | None = None,
     ) -> None:
         """Record one check; ``key`` is the profile key below ``clusters.<name>`` it is about."""
         now = self.clock()
@@ -127,7 +128,7 @@ class ProbeState:
             status=status,
             detail=detail,
             hint=hint,
-            key_path=None if key is None else f"clusters.{self.name}.{key}",
+            key_path=None if key is None else ("clusters", self.name, *key),
             duration_s=round(elapsed, 3),
         )
 
@@ -169,7 +170,7 @@ def run_probe_job(state: ProbeState) -> TaskEvidence | None:
             "failed",
             f"the probe job was not submitted: {exc}",
             hint=exc.info.hint,
-            key="sbatch_options" if cluster.sbatch_options else None,
+            key=("sbatch_options",) if cluster.sbatch_options else None,
         )
         return None
     job_id = state.job_id = submitted.job_id
@@ -261,7 +262,7 @@ def check_job_evidence(state: ProbeState, last: TaskEvidence | None) -> None:
             "failed",
             f"job {state.job_id} ran on {node} but its token {str(token_path)!r} {seen} on this node",
             hint="workspace_root must be on a filesystem mounted at the same path on login and compute nodes",
-            key="workspace_root",
+            key=("workspace_root",),
         )
         state.record("compute_runtime", "not_run", "the shared_workspace check failed: the job's results are unseen")
         return
@@ -281,11 +282,11 @@ def _check_runtime(state: ProbeState, probe_dir: Path) -> None:
             "not_run",
             f"compute_python is the image {python.image!r}: the probe runs interpreters only",
             hint="name an interpreter (compute_python.interpreter) to have it probed",
-            key="compute_python.image",
+            key=("compute_python", "image"),
         )
         return
     interpreter = python.interpreter
-    key = "compute_python.interpreter"
+    key = ("compute_python", "interpreter")
     fix = f"install data-designer-slurm=={__version__} into the environment of {interpreter}"
     rc_text = (_read(probe_dir / "runtime.rc") or "").strip()
     out = (_read(probe_dir / "runtime.out") or "").strip()

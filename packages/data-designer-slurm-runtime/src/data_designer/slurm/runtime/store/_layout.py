@@ -157,7 +157,7 @@ def check_component(name: str, what: str) -> str:
         raise InvalidInputError(
             f"{what} {name!r} {problem}",
             code="invalid_path_component",
-            key_path=what,
+            key_path=(what,),
             hint="use a plain file name: no '/', '..', leading '.', NUL or control characters",
         )
     return name
@@ -208,7 +208,7 @@ class RunLayout:
     def input_file(self, *parts: str) -> Path:
         """A snapshotted input under ``inputs/`` (nested names allowed, each one plain component)."""
         if not parts:
-            raise InvalidInputError("an input file needs a name", code="invalid_path_component", key_path="input")
+            raise InvalidInputError("an input file needs a name", code="invalid_path_component", key_path=("input",))
         return self.inputs_dir.joinpath(*(check_component(part, "input") for part in parts))
 
     @property
@@ -336,7 +336,7 @@ def _index(value: int, what: str, *, minimum: int) -> int:
         raise InvalidInputError(
             f"{what} number {value!r} is invalid",
             code="invalid_index",
-            key_path=what,
+            key_path=(what,),
             hint=f"use an integer >= {minimum}",
         )
     return value
@@ -355,6 +355,6 @@ def _invalid_run_id(text: object) -> InvalidInputError:
     return InvalidInputError(
         f"{text!r} is not a run id",
         code="invalid_run_id",
-        key_path="run_id",
+        key_path=("run_id",),
         hint="a run id looks like '<run name>-20260101T120000Z-0a1b2c'",
     )

@@ -36,7 +36,7 @@ def check_plot(path: Path) -> None:
         raise InvalidInputError(
             f"--plot {str(path)!r} is not a .png file",
             code="plot_not_png",
-            key_path="--plot",
+            key_path=("--plot",),
             hint="name a file ending in .png",
         )
     _pyplot()
@@ -64,7 +64,7 @@ def _pyplot() -> Any:
         raise InvalidInputError(
             "--plot needs matplotlib, which is not installed",
             code="plot_extra_missing",
-            key_path="--plot",
+            key_path=("--plot",),
             hint=INSTALL_HINT,
         ) from exc
     matplotlib.use("Agg", force=True)

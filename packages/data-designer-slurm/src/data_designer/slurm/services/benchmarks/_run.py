@@ -43,7 +43,6 @@ from data_designer.slurm.contracts import (
     ClusterProfile,
     ConflictError,
     InvalidInputError,
-    Problem,
     SlurmExtensionError,
     SubmittedChunk,
     UnavailableError,
@@ -222,15 +221,7 @@ def _checked(
 ) -> dict[str, dict[str, str]]:
     """Every distinct child plan checked as ``execute`` checks one; the values of its variables, by plan digest."""
     if plan.unresolved:  # deduplicated over the children, each located in the benchmark or base run file
-        problems = [
-            Problem(
-                code="unresolved",
-                message=f"{u.what} is unresolved: {u.detail}",
-                key_path=u.key_path,
-                hint=u.hint,
-            )
-            for u in plan.unresolved
-        ]
+        problems = [u.problem() for u in plan.unresolved]
         raise InvalidInputError.from_problems(problems, operation=_OPERATION, file=str(inputs.path))
     run_file = inputs.base_path or str(inputs.path)
     values: dict[str, dict[str, str]] = {}

@@ -233,7 +233,7 @@ def _newest(found: list[tuple[BenchmarkLayout, BenchmarkRecord]]) -> BenchmarkLa
 
 def _not_found(message: str, fix: str) -> NotFoundError:
     hint = fix if fix.startswith("give") else f"see 'data-designer slurm {fix}'"
-    return NotFoundError(message, code="benchmark_not_found", operation=_OPERATION, key_path="BENCH", hint=hint)
+    return NotFoundError(message, code="benchmark_not_found", operation=_OPERATION, key_path=("BENCH",), hint=hint)
 
 
 def list_benchmarks(

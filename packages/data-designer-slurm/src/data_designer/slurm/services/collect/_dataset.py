@@ -85,7 +85,7 @@ def _from_merge(
             f"run {manifest.run_id}: its newest merge {name} was written with --drop-provenance",
             code="provenance_dropped",
             operation=_OPERATION,
-            key_path="provenance",
+            key_path=("provenance",),
             file=str(directory / "manifest.json"),
             hint="pass provenance=False, or merge again without --drop-provenance",
         )
@@ -160,7 +160,7 @@ def _wanted(names: list[str], columns: Sequence[str] | None, *, provenance: bool
                 f"the run has no column {', '.join(map(repr, unknown))} (it has {', '.join(map(repr, data))})",
                 code="unknown_column",
                 operation=_OPERATION,
-                key_path="columns",
+                key_path=("columns",),
                 hint="name columns of the run's Data Designer config, or pass columns=None for all",
             )
         picked = list(dict.fromkeys(columns))
@@ -175,7 +175,9 @@ def _missing(shards: tuple[int, ...]) -> str:
 
 
 def _incomplete(message: str, *, hint: str) -> CheckFailedError:
-    return CheckFailedError(message, code="run_incomplete", operation=_OPERATION, key_path="allow_partial", hint=hint)
+    return CheckFailedError(
+        message, code="run_incomplete", operation=_OPERATION, key_path=("allow_partial",), hint=hint
+    )
 
 
 def _bad_file(directory: Path, item: MergeFile, why: str) -> CheckFailedError:

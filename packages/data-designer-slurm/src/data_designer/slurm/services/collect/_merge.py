@@ -115,6 +115,6 @@ def _not_succeeded(
         f"run {snapshot.run.run_id}: {len(pending)} of {len(status.shards)} shard(s) are not succeeded: {shown}{more}",
         code="run_incomplete",
         operation=_OPERATION,
-        key_path="--allow-partial",
+        key_path=("--allow-partial",),
         hint=hint,
     )

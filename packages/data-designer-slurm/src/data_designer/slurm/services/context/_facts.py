@@ -64,7 +64,7 @@ def _gpus_of_partition(profile: ClusterProfile, facts: SchedulerFacts) -> int:
         f"gpus_per_node is 'auto' and cannot be resolved: {detail}",
         code="unresolved",
         operation="execute.facts",
-        key_path="gpus_per_node",
+        key_path=("gpus_per_node",),
         hint="set gpus_per_node to a number, or use a GPU partition whose nodes all have the same GPU GRES",
     )
 

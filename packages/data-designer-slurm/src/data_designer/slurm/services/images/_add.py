@@ -56,7 +56,7 @@ def check_name(name: str) -> str:
             f"image name {name!r} is not a valid name",
             code="invalid_image_name",
             operation=_OPERATION,
-            key_path="--name",
+            key_path=("--name",),
             hint=hint or "use lowercase letters, digits, '.', '_' or '-'",
         ) from exc
 
@@ -146,7 +146,7 @@ def image_path(source: str) -> Path:
             f"image file {source!r} is not an absolute path",
             code="image_path_relative",
             operation=_OPERATION,
-            key_path="SOURCE",
+            key_path=("SOURCE",),
             hint=f"give the absolute path on the shared filesystem, e.g. {str(Path.cwd() / source)!r}",
         )
     try:
@@ -157,7 +157,7 @@ def image_path(source: str) -> Path:
             code="image_missing",
             operation=_OPERATION,
             file=str(path),
-            key_path="SOURCE",
+            key_path=("SOURCE",),
             hint="give the path of an existing SquashFS (.sqsh) or SIF (.sif) file, or a docker:// reference",
         ) from exc
     except OSError as exc:
@@ -173,7 +173,7 @@ def image_path(source: str) -> Path:
             code="image_not_a_file",
             operation=_OPERATION,
             file=str(path),
-            key_path="SOURCE",
+            key_path=("SOURCE",),
             hint="give the image file itself (a SquashFS or SIF file), not a directory or device",
         )
     return path
@@ -200,7 +200,7 @@ def detect_format(path: Path) -> ImageFormat:
         code="image_format_unknown",
         operation=_OPERATION,
         file=str(path),
-        key_path="SOURCE",
+        key_path=("SOURCE",),
         hint="give a SquashFS made by 'enroot import' or mksquashfs, a SIF made by 'apptainer build', or a "
         "docker:// reference to import",
     )
@@ -220,7 +220,7 @@ def check_shared(path: Path, workspace_root: Path) -> None:
         code="image_not_shared",
         operation=_OPERATION,
         file=str(path),
-        key_path="SOURCE",
+        key_path=("SOURCE",),
         hint=f"copy the image to the shared filesystem (e.g. under {str(workspace_root)!r}) and add that path",
     )
 

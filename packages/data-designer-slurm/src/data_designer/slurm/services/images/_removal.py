@@ -78,7 +78,7 @@ def remove_image(
             code="image_in_use",
             operation=_OPERATION,
             file=str(registry.generation_file(name, entry.generation)),
-            key_path="NAME",
+            key_path=("NAME",),
             hint=f"wait for the run(s) to finish or cancel them ('data-designer slurm cancel {live[0]}'), then "
             "run 'image rm' again",
         )

@@ -45,7 +45,7 @@ def refuse_current(history: ImageHistory, *, replace: bool, file: str) -> ImageE
             code="image_exists",
             operation="image.add",
             file=file,
-            key_path="--name",
+            key_path=("--name",),
             hint=f"pass --replace to register this file as generation {history.highest + 1} of {history.name!r}, "
             "or choose another --name",
         )
@@ -63,7 +63,7 @@ def current_entry(registry: ImageRegistry, name: str, *, operation: str) -> tupl
             code="image_not_found",
             operation=operation,
             file=str(registry.name_dir(name)),
-            key_path="NAME",
+            key_path=("NAME",),
             hint="'data-designer slurm image ls' lists the registered images; 'image add SOURCE --name "
             f"{name}' registers one",
         )

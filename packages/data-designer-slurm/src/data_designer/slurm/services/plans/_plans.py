@@ -16,11 +16,9 @@ which are mapped back to the run file, the profile's selected cluster, or the co
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from data_designer.slurm.contracts import (
     AliasSummary,
@@ -35,6 +33,7 @@ from data_designer.slurm.contracts import (
     ExecutionPlan,
     ImageRecord,
     InvalidInputError,
+    KeyPath,
     PlanSummary,
     Problem,
     RunDryRun,
@@ -46,7 +45,6 @@ from data_designer.slurm.planner import (
     INLINE_CONFIG_FILE,
     Document,
     DryRunFile,
-    KeyPath,
     base_run_path,
     benchmark_files,
     benchmark_images,
@@ -69,7 +67,6 @@ from data_designer.slurm.services.plans._seeds import seed_files
 
 _RUN_KEYS = frozenset(RunSpec.model_fields)
 _PROFILE_KEYS = frozenset(ClusterProfile.model_fields)
-_INDEX = re.compile(r"\[(\d+)\]")
 
 
 class Source:
@@ -130,7 +127,7 @@ def plan_run(
                 "--max-array-size does not combine with --cluster-check",
                 code="not_with_cluster_check",
                 operation=operation,
-                key_path="--max-array-size",
+                key_path=("--max-array-size",),
                 hint="leave out --max-array-size: the cluster check reads the cluster's own MaxArraySize",
             )
         scheduler = ctx.scheduler()
@@ -308,43 +305,32 @@ def _locate_child(problem: Problem, base: Source, profile: Source) -> Problem:
     """A problem of a benchmark child: expand locates benchmark and base run keys; the rest is located here."""
     if problem.file == INLINE_CONFIG_FILE:
         return locate(problem, base, profile)
-    key = (problem.key_path or "").removeprefix("base.inline.")
-    if _head(key) in _PROFILE_KEYS - _RUN_KEYS:
+    key = problem.key_path or ()
+    if key[:2] == ("base", "inline"):
+        key = key[2:]
+    if key and key[0] in _PROFILE_KEYS - _RUN_KEYS:
         return locate(problem.model_copy(update={"file": None, "line": None, "key_path": key}), base, profile)
     return problem
 
 
-def _head(key_path: str) -> str:
-    return key_path.split(".", 1)[0].split("[", 1)[0]
-
-
 def read_input(path: Path, *, what: str, operation: str) -> str:
     """The text of an input file named on the command line (exit 3 when missing)."""
-    try:
-        return read_text(path, operation=operation)
-    except SlurmExtensionError as exc:
-        raise type(exc)(
-            f"{what} {str(path)!r} {exc.info.message.removeprefix(repr(str(path)) + ' ')}",
-            code=exc.info.code,
-            operation=operation,
-            file=str(path),
-            hint=exc.info.hint,
-        ) from exc
+    return read_text(path, operation=operation, what=what)
 
 
 def read_named(path: str, named_by: Source, key: KeyPath, *, what: str, operation: str) -> str:
     """The text of a file that an input names at ``key`` (errors point at that key's line)."""
     try:
-        return read_text(Path(path), operation=operation)
+        return read_text(path, operation=operation, what=what)
     except SlurmExtensionError as exc:
         full = (*named_by.prefix, *key)
         raise type(exc)(
-            f"{what} {path!r} {exc.info.message.removeprefix(repr(path) + ' ')}",
+            exc.info.message,
             code=exc.info.code,
             operation=operation,
             file=named_by.file,
             line=named_by.document.line_of(full),
-            key_path=_format(full),
+            key_path=full,
             hint=exc.info.hint if exc.info.code != "file_not_found" else "fix the path, or create the file",
         ) from exc
 
@@ -355,7 +341,7 @@ def dry_run_facts(profile: ClusterProfile, max_array_size: int | None) -> Cluste
         raise InvalidInputError(
             f"max array size {max_array_size} is not positive",
             code="max_array_size",
-            key_path="--max-array-size",
+            key_path=("--max-array-size",),
             hint="give the cluster's MaxArraySize (scontrol show config), e.g. 1001",
         )
     gpus = profile.gpus_per_node if isinstance(profile.gpus_per_node, int) else None
@@ -419,69 +405,19 @@ def compile_config(
 
 def locate(problem: Problem, run: Source, profile: Source) -> Problem:
     """``problem`` with the file and line its key path points at, when the planner left them out."""
+    key = problem.key_path
     if problem.file == INLINE_CONFIG_FILE:
-        source, key = (
-            run,
-            ("data_designer", "inline", *_parse_key(problem.key_path, _at(run, "data_designer", "inline"))),
-        )
-    elif problem.file is not None or not problem.key_path:
+        source, key = run, ("data_designer", "inline", *(key or ()))
+    elif problem.file is not None or not key:
         return problem
+    elif key[0] in _RUN_KEYS:
+        source = run
+    elif key[0] in _PROFILE_KEYS:
+        source = profile
     else:
-        head = _head(problem.key_path)
-        if head in _RUN_KEYS:
-            source, key = run, _parse_key(problem.key_path, _at(run))
-        elif head in _PROFILE_KEYS:
-            source, key = profile, _parse_key(problem.key_path, _at(profile))
-        else:
-            return problem
+        return problem
     full = (*source.prefix, *key)
-    return problem.model_copy(
-        update={"file": source.file, "line": source.document.line_of(full), "key_path": _format(full)}
-    )
-
-
-def _at(source: Source, *extra: str) -> Any:
-    node: Any = source.document.data
-    for part in (*source.prefix, *extra):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
-
-
-def _parse_key(key_path: str | None, data: Any) -> KeyPath:
-    """The key path tuple of a dotted ``key_path``; names may contain dots, so keys are matched against ``data``."""
-    tokens: list[str | int] = []
-    for part in (key_path or "").split("."):
-        name, *indices = _INDEX.split(part)
-        if name:
-            tokens.append(name)
-        tokens.extend(int(i) for i in indices if i)
-    path: list[str | int] = []
-    node, i = data, 0
-    while i < len(tokens):
-        token = tokens[i]
-        step = 1
-        if isinstance(node, dict) and isinstance(token, str):
-            for end in range(len(tokens), i, -1):
-                words = tokens[i:end]
-                if all(isinstance(w, str) for w in words) and ".".join(map(str, words)) in node:
-                    token, step = ".".join(map(str, words)), end - i
-                    break
-        path.append(token)
-        if isinstance(node, dict) and isinstance(token, str):
-            node = node.get(token)
-        elif isinstance(node, list) and isinstance(token, int) and token < len(node):
-            node = node[token]
-        else:
-            node = None
-        i += step
-    return tuple(path)
-
-
-def _format(path: KeyPath) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out
+    return problem.model_copy(update={"file": source.file, "line": source.document.line_of(full), "key_path": full})
 
 
 def summarize(plan: ExecutionPlan) -> PlanSummary:

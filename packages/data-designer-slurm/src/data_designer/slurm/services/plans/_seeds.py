@@ -13,6 +13,7 @@ from data_designer.slurm.contracts import (
     NotFoundError,
     RunSpec,
     describe_bytes,
+    format_key_path,
 )
 from data_designer.slurm.contracts.records import SeedRewrite
 from data_designer.slurm.planner import read_dd_config, resolve_config
@@ -32,7 +33,7 @@ def seed_files(
     seed = read_dd_config(resolve_config(run, config_text), operation=operation).seed_dataset
     if seed is None or seed.path is None or seed.seed_type not in SEED_TYPES_WITH_FILES:
         return None
-    key_path = f"{seed.key_path}.source.path"
+    key_path = (*seed.key_path, "source", "path")
     original = Path(seed.path).expanduser().absolute()
     parts = original.parts
     magic = next((i for i, part in enumerate(parts) if GLOB_CHARS & set(part)), None)
@@ -71,5 +72,5 @@ def seed_files(
             )
     base = ("inputs", "seed", root.name or "root")
     files = [(p, "/".join((*base, *p.relative_to(root).parts)) if p != root else "/".join(base)) for p in matches]
-    rewrite = SeedRewrite(key_path=key_path, original=seed.path, snapshot="/".join((*base, *tail)))
+    rewrite = SeedRewrite(key_path=format_key_path(key_path), original=seed.path, snapshot="/".join((*base, *tail)))
     return rewrite, files

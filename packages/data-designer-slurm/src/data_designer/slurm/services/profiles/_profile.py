@@ -91,7 +91,7 @@ def select_cluster(profile: Profile, cluster: str | None, *, file: str) -> tuple
                 code="cluster_not_found",
                 operation="profile.select",
                 file=file,
-                key_path="clusters",
+                key_path=("clusters",),
                 hint=f"use --cluster with one of: {names}",
             )
         raise InvalidInputError(
@@ -99,7 +99,7 @@ def select_cluster(profile: Profile, cluster: str | None, *, file: str) -> tuple
             code="cluster_ambiguous",
             operation="profile.select",
             file=file,
-            key_path="default_cluster",
+            key_path=("default_cluster",),
             hint=f"pass --cluster NAME (one of: {names}) or set default_cluster",
         )
     return name, profile.clusters[name]
@@ -183,9 +183,13 @@ def init_profile(
 
 def _as_option_problem(problem: Problem) -> Problem:
     """Problems in the rendered template are caused by options: name the option, not the file line."""
-    key = (problem.key_path or "").replace("[", ".").split(".")
-    option = next((_INIT_OPTIONS[part] for part in reversed(key) if part in _INIT_OPTIONS), None)
-    return problem.model_copy(update={"file": None, "line": None, "key_path": option or problem.key_path})
+    key = problem.key_path or ()
+    option = next(
+        (_INIT_OPTIONS[part] for part in reversed(key) if isinstance(part, str) and part in _INIT_OPTIONS), None
+    )
+    return problem.model_copy(
+        update={"file": None, "line": None, "key_path": (option,) if option else problem.key_path}
+    )
 
 
 def _summary(name: str, cluster: ClusterProfile, selected: bool) -> ClusterSummary:

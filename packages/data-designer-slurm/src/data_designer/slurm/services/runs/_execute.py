@@ -34,13 +34,14 @@ from data_designer.slurm.contracts import (
     ExecutionPlan,
     InternalError,
     InvalidInputError,
+    KeyPath,
     NotFoundError,
-    Problem,
     SlurmExtensionError,
     SubmissionBinding,
     SubmissionUnit,
     SubmittedChunk,
     UnavailableError,
+    format_key_path,
 )
 from data_designer.slurm.contracts.records import (
     BenchmarkLink,
@@ -299,11 +300,13 @@ def passed_environment(
     for name in plan.submission.environment:
         if environ.get(name):
             continue
-        named_by = [f"deployments.{a}.environment" for a, d in plan.run.deployments.items() if name in d.environment]
-        named_by += [f"external.{a}.api_key_env" for a, e in plan.run.external.items() if e.api_key_env == name]
-        file, key = (run_file, named_by[0]) if named_by else (profile_file, "environment")
+        named_by: list[KeyPath] = [
+            ("deployments", a, "environment") for a, d in plan.run.deployments.items() if name in d.environment
+        ]
+        named_by += [("external", a, "api_key_env") for a, e in plan.run.external.items() if e.api_key_env == name]
+        file, key = (run_file, named_by[0]) if named_by else (profile_file, ("environment",))
         raise InvalidInputError(
-            f"{name} is named by {key} in {file!r} but is unset or empty in this shell",
+            f"{name} is named by {format_key_path(key)} in {file!r} but is unset or empty in this shell",
             code="environment_unset",
             operation=_OPERATION,
             file=file,
@@ -402,10 +405,7 @@ def submitted_jobs(unit: SubmissionUnit, submitted: Sequence[SubmittedChunk]) ->
 def refuse_unresolved(plan: ExecutionPlan) -> None:
     """Exit 2 naming every unresolved entry: a plan is only submitted when complete."""
     if plan.unresolved:
-        problems = [
-            Problem(code="unresolved", message=f"{u.what} is unresolved: {u.detail}", key_path=u.key_path, hint=u.hint)
-            for u in plan.unresolved
-        ]
+        problems = [u.problem() for u in plan.unresolved]
         raise InvalidInputError.from_problems(problems, operation="execute.plan")
 
 

@@ -280,7 +280,7 @@ def _check_directory(layout: RunLayout) -> None:
         raise InvalidInputError(
             f"{str(path)!r} is not a run directory (a symbolic link or a file)",
             code="invalid_run",
-            key_path="RUN",
+            key_path=("RUN",),
             file=str(path),
             hint="runs rm removes only real run directories under <workspace>/runs/",
         )

@@ -33,7 +33,7 @@ def layout_of(run: str | Path, ctx: ServiceContext) -> RunLayout:
             raise InvalidInputError(
                 exc.info.message,
                 code="invalid_run",
-                key_path="RUN",
+                key_path=("RUN",),
                 hint="pass the run id that 'execute' printed, or the run directory it created",
             ) from exc
     return RunLayout.of(Path(ctx.selected.profile.workspace_root), text)
@@ -48,7 +48,7 @@ def named_shards(snapshot: RunSnapshot, shards: Sequence[int], *, operation: str
             f"run {snapshot.run.run_id} has no shard {', '.join(map(str, unknown))} (it has shards 0-{len(known) - 1})",
             code="unknown_shard",
             operation=operation,
-            key_path="--shard",
+            key_path=("--shard",),
             hint=f"name shards from 0 to {len(known) - 1}; 'data-designer slurm status RUN --shards' lists them",
         )
     return sorted(set(shards))

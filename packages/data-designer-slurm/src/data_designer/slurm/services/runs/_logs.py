@@ -109,7 +109,7 @@ def choose(
         raise NotFoundError(
             f"run {str(snapshot.layout.run_id)!r} has no shard {shard} (its shards: 0-{len(snapshot.shards) - 1})",
             code="shard_not_found",
-            key_path="--shard",
+            key_path=("--shard",),
             file=str(snapshot.layout.run_dir),
             hint=f"pick a shard between 0 and {len(snapshot.shards) - 1}",
         )
@@ -119,7 +119,7 @@ def choose(
         raise NotFoundError(
             f"shard {shard} has no attempt {attempt} ({has})",
             code="attempt_not_found",
-            key_path="--attempt",
+            key_path=("--attempt",),
             file=str(snapshot.layout.attempts_dir(shard)),
             hint="pick one of its attempts, or leave --attempt out for the latest"
             if numbers
@@ -248,7 +248,7 @@ def check_selection(shard: int | None, attempt: int | None) -> None:
         raise InvalidInputError(
             f"attempt {attempt} of which shard? attempt numbers count per shard",
             code="attempt_needs_shard",
-            key_path="--attempt",
+            key_path=("--attempt",),
             hint="add --shard K (the shard whose attempt to show); 'status --shards' lists each shard's attempts",
         )
 
@@ -260,7 +260,7 @@ def check_tail(tail: int | None) -> int:
         raise InvalidInputError(
             f"--tail {tail!r} is not a positive number of lines",
             code="invalid_tail",
-            key_path="--tail",
+            key_path=("--tail",),
             hint=f"pass --tail N with N >= 1 (default {DEFAULT_TAIL})",
         )
     return tail

@@ -259,7 +259,7 @@ def _select(
             f"run {snapshot.run.run_id}: {'; '.join(refused)}",
             code="shard_not_retryable",
             operation=_OPERATION,
-            key_path="--shard",
+            key_path=("--shard",),
             hint="retry takes failed, partial, cancelled, missing, stale and scheduler_inconsistent shards; wait for "
             "pending and running ones ('data-designer slurm wait RUN'), or cancel them first",
         )
@@ -269,7 +269,7 @@ def _select(
             "the same snapshot of the run file and config, so they would fail the same way",
             code="invalid_config_retry",
             operation=_OPERATION,
-            key_path="--shard",
+            key_path=("--shard",),
             hint="fix the config and execute a new run, or pass --force to retry them anyway",
         )
     return _Selection(
