@@ -1,5 +1,16 @@
 """The run-state store: durable file I/O, the run-directory layout, record I/O, claims, coverage and the run reader."""
 
+from data_designer.slurm.planner import (
+    GROUP_MODES,
+    PRIVATE_MODES,
+    FileModes,
+    make_directories,
+    modes_for,
+    modes_of_directory,
+    read_bounded,
+    read_text,
+    write_text_atomic,
+)
 from data_designer.slurm.runtime.store._attempt_records import AttemptWriter, claim_next_attempt, write_batch_log
 from data_designer.slurm.runtime.store._benchmarks import (
     BenchmarkLayout,
@@ -31,12 +42,6 @@ from data_designer.slurm.runtime.store._coverage import (
     manifest_matches,
     shard_coverage,
 )
-from data_designer.slurm.runtime.store._files import (
-    make_directories,
-    read_text,
-    write_text_atomic,
-)
-from data_designer.slurm.runtime.store._input_files import read_bounded
 from data_designer.slurm.runtime.store._layout import (
     JOB_NAME_PREFIX,
     MANIFEST,
@@ -66,15 +71,7 @@ from data_designer.slurm.runtime.store._merges import (
     reserve_merge_job,
     stage_merge,
 )
-from data_designer.slurm.runtime.store._permissions import (
-    GROUP_MODES,
-    PRIVATE_MODES,
-    FileModes,
-    apply_umask,
-    modes_for,
-    modes_of_directory,
-    snapshot_mode,
-)
+from data_designer.slurm.runtime.store._permissions import apply_umask, snapshot_mode
 from data_designer.slurm.runtime.store._plan import PLAN_SCHEMA, digest_problem, load_plan, load_plan_file
 from data_designer.slurm.runtime.store._reader import last_line, read_run, read_run_record, tail_lines
 from data_designer.slurm.runtime.store._record_io import (

@@ -42,9 +42,9 @@ from data_designer.slurm.contracts.records import (
     StatusRecord,
     WorkerProgress,
 )
+from data_designer.slurm.planner import write_all
 from data_designer.slurm.runtime._launch import port_record_name
 from data_designer.slurm.runtime.store._claims import AlreadyClaimed, AttemptClaim, Claimed, claim, next_attempt_number
-from data_designer.slurm.runtime.store._files import write_all
 from data_designer.slurm.runtime.store._layout import RunLayout, check_component
 from data_designer.slurm.runtime.store._record_io import (
     Clock,

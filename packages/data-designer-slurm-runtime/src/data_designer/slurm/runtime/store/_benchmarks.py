@@ -26,9 +26,8 @@ from data_designer.slurm.contracts.records import (
     ChildBinding,
     ChildResumeClaim,
 )
-from data_designer.slurm.runtime.store._files import make_directories
+from data_designer.slurm.planner import FileModes, make_directories, modes_of_directory
 from data_designer.slurm.runtime.store._layout import BENCHMARK_RECORD, INPUTS_DIR, check_component
-from data_designer.slurm.runtime.store._permissions import FileModes, modes_of_directory
 from data_designer.slurm.runtime.store._record_io import Clock, RecordOk, publish_bytes_once, read_record
 from data_designer.slurm.runtime.store._run_records import write_once
 

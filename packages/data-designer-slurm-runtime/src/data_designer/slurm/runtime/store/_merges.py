@@ -20,9 +20,8 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import ConflictError, UnavailableError
 from data_designer.slurm.contracts.records import MERGE_JOB_SCHEMA, MERGE_MANIFEST_SCHEMA, MergeJobRecord, MergeManifest
-from data_designer.slurm.runtime.store._files import fsync_directory, make_directories
+from data_designer.slurm.planner import FileModes, fsync_directory, make_directories, modes_of_directory
 from data_designer.slurm.runtime.store._layout import MANIFEST, RunLayout
-from data_designer.slurm.runtime.store._permissions import FileModes, modes_of_directory
 from data_designer.slurm.runtime.store._record_io import (
     Clock,
     RecordOk,

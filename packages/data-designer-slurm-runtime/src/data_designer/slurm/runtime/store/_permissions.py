@@ -14,17 +14,7 @@ from __future__ import annotations
 import os
 import stat
 
-from data_designer.slurm.planner import GROUP_MODES, PRIVATE_MODES, FileModes, modes_for, modes_of_directory
-
-__all__ = [
-    "GROUP_MODES",
-    "PRIVATE_MODES",
-    "FileModes",
-    "apply_umask",
-    "modes_for",
-    "modes_of_directory",
-    "snapshot_mode",
-]
+from data_designer.slurm.planner import FileModes
 
 
 def snapshot_mode(modes: FileModes, source_mode: int) -> int:

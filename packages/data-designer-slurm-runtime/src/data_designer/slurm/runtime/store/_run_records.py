@@ -38,10 +38,8 @@ from data_designer.slurm.contracts.records import (
     SubmissionRecord,
     SubmittedJob,
 )
-from data_designer.slurm.planner import canonical_json
-from data_designer.slurm.runtime.store._files import make_directories
+from data_designer.slurm.planner import FileModes, canonical_json, make_directories
 from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._permissions import FileModes
 from data_designer.slurm.runtime.store._record_io import (
     Clock,
     RecordAppended,
