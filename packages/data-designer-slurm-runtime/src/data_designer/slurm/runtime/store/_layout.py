@@ -189,7 +189,7 @@ class RunLayout:
         """The layout of the run whose directory is ``run_dir``; InvalidInputError for any other directory."""
         if run_dir.parent.name != RUNS_DIR or not _RUN_ID.fullmatch(run_dir.name):
             raise InvalidInputError(
-                f"{str(run_dir)!r} is not a run directory (<workspace>/{RUNS_DIR}/<run id>)", code="not_a_run_directory"
+                f"{str(run_dir)!r} is not a run directory (<workspace>/{RUNS_DIR}/<run id>)", code="invalid_run"
             )
         return cls.of(run_dir.parent.parent, run_dir.name)
 
