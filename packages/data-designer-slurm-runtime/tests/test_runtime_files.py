@@ -17,7 +17,7 @@ from data_designer.slurm.contracts import (
     SlurmExtensionError,
     UnavailableError,
 )
-from data_designer.slurm.runtime import read_text, write_text_atomic
+from data_designer.slurm.runtime.store import read_text, write_text_atomic
 
 
 def test_create_only_writes_a_new_file(tmp_path: Path) -> None:

@@ -23,8 +23,7 @@ from data_designer.slurm.contracts import (
     SlurmExtensionError,
     UnavailableError,
 )
-from data_designer.slurm.runtime import read_text
-from data_designer.slurm.runtime.store import read_bounded
+from data_designer.slurm.runtime.store import read_bounded, read_text
 
 GUARD_S = 10.0
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from data_designer.slurm.contracts import SchedulerFacts
 from data_designer.slurm.contracts.records import FACTS_SCHEMA
 from data_designer.slurm.runtime.facts._read import read_facts
-from data_designer.slurm.runtime.scheduler._adapter import SlurmScheduler
+from data_designer.slurm.runtime.scheduler import SlurmScheduler
 from data_designer.slurm.runtime.store import Clock, FileModes, RecordOk, make_directories, read_record, replace_record
 
 FACTS_MAX_AGE = timedelta(hours=1)

@@ -46,7 +46,7 @@ from data_designer.slurm.contracts.records import (
     RunRecord,
     SubmissionRecord,
 )
-from data_designer.slurm.runtime.scheduler._slurm_parse import expand_indices
+from data_designer.slurm.runtime.scheduler import expand_indices
 from data_designer.slurm.runtime.store._coverage import coverage_from, manifest_matches
 from data_designer.slurm.runtime.store._interner import Interner
 from data_designer.slurm.runtime.store._layout import (
