@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from data_designer.slurm.contracts import LogFile, LogFollow, LogStep, RunLogs
 
 DEFAULT_TAIL = 200
-"""As ``services._logs.DEFAULT_TAIL`` (not imported: ``--help`` imports no service)."""
+"""As ``services.runs._logs.DEFAULT_TAIL`` (not imported: ``--help`` imports no service)."""
 
 
 class Step(StrEnum):

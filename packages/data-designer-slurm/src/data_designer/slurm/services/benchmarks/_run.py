@@ -9,7 +9,7 @@ Then, in ``benchmarks/<name>-<digest prefix>/``:
    new id), with the inputs copied under ``inputs/``.
 2. Each child, in order: its binding ``children/<child id>.json`` (child id -> run id) is taken write-once *before*
    its run directory is created, so of two concurrent ``benchmark run`` calls exactly one creates each child's
-   run; the run is then made and submitted by ``services._execute.submit_plan``, exactly what ``execute`` does
+   run; the run is then made and submitted by ``services.runs.submit_plan``, exactly what ``execute`` does
    after compiling, with the child's ``benchmark.json`` link.
 
 No process of ours stays behind: ``max_concurrent_children`` (cap) is enforced by Slurm through dependency lanes.

@@ -45,7 +45,7 @@ def merge_run(
     rules: Rules | None = None,
 ) -> MergeResult:
     """Merge ``run`` here, in this process; with ``as_job``, submit the same merge as a one-task CPU job and return
-    at once (``outcome="submitted"``; ``status`` shows the merge job's state, ``services._merge_job``).
+    at once (``outcome="submitted"``; ``status`` shows the merge job's state, ``services.collect._merge_job``).
 
     Errors: no such run exit 3; shards not succeeded (without ``allow_partial``), a part that fails its manifest,
     schema drift between shards exit 6 (nothing is written under a final name); a non-empty ``output`` exit 4.

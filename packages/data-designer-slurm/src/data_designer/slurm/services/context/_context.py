@@ -1,7 +1,7 @@
 """The resolved context of one service call, built once: profile, cluster, environment, runner, clock, rules.
 
 Every service that needs a cluster takes the same keyword arguments (``profile``, ``cluster``, ``environ``,
-``runner``, ``clock``, ``rules``); :meth:`ServiceContext.resolve` turns them into one frozen value, and its
+``runner``, ``clock``, ``rules``); :meth:`ServiceContext.of` turns them into one frozen value, and its
 :meth:`~ServiceContext.scheduler` is the one way a service builds the scheduler adapter over the injected runner.
 """
 

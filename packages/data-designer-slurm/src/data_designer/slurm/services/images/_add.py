@@ -7,7 +7,7 @@ bytes (``hsqs`` at offset 0, ``SIF_MAGIC`` at offset 32 of a SIF's header). The 
 without running it (``runtime.images.inspect_image``) and the entry is written as generation 1, or as the next one
 with ``replace``. Without ``replace`` a name with a current image is a ConflictError (exit 4); two writers of one
 generation race on ``link(2)`` and the loser reads the registry again. A ``docker://`` reference is imported by a
-CPU job (``services._image_import``) and returns at once.
+CPU job (``services.images._import``) and returns at once.
 
 ``list_images`` reads the records only (no byte of an image, no stat). ``image_info`` checks the bytes cheaply: one
 ``stat`` when the file's identity is the one it was hashed with, a full re-hash only when it changed.

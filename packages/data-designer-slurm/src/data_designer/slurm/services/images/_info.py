@@ -5,7 +5,7 @@ images on a slow shared filesystem stays quick; ``image info`` is what checks on
 identity: one ``stat`` when the identity is the one the image was hashed with (``identity_unchanged``); when it
 changed, the file is hashed once (``runtime.images.cached_digest``, which caches the new identity) and is ``ready``
 only when the sha256 is the registered one (``rehashed_equal``), else ``changed``. A registry reference's state
-comes from its import job's scheduler evidence (``services._image_import.import_state``), never assumed.
+comes from its import job's scheduler evidence (``services.images._import.import_state``), never assumed.
 """
 
 from __future__ import annotations

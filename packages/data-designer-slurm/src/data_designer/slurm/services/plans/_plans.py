@@ -2,7 +2,7 @@
 
 No Slurm and no run directory: GPUs per node come from the profile (``auto`` stays unresolved), MaxArraySize is
 Slurm's default (1001) unless given. Registered images resolve from the workspace's registry as in ``execute``
-(``services._image_records``: the entries of the names used, each digest checked with one ``stat`` while the file's
+(``services.images._records``: the entries of the names used, each digest checked with one ``stat`` while the file's
 identity is the cached one), so a dry run and ``execute`` give the same plan digest; names the registry lacks stay
 unresolved, absolute paths pass unchecked. With ``cluster_check`` the cluster's
 facts are used instead (cached or asked, never written) and the plan is checked against them as

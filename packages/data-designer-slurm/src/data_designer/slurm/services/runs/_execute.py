@@ -2,7 +2,7 @@
 
 A new run: the run file and its Data Designer config are read once (their bytes are both compiled
 and snapshotted, so what runs is what was compiled), cluster facts are taken from the workspace's
-cache or asked from Slurm (``services._facts``: partitions, GPUs per node when the profile says
+cache or asked from Slurm (``services.context.cluster_facts``: partitions, GPUs per node when the profile says
 ``auto``, ``MaxArraySize``), the plan is compiled and refused while anything is unresolved or while
 it asks for more than the partition offers (``planner.check_fit``: CPUs, memory, GPUs, nodes, time),
 the submission unit is bound (before anything is written, so a bad workspace path or a refused plan
@@ -190,7 +190,7 @@ def _create(
 @dataclass(frozen=True)
 class InputSnapshot:
     """What a new run copies under ``inputs/``: (role, source, bytes already read or None) per file, and the seed
-    dataset's rewrite with its files (``services._seeds.seed_files``), all checked before anything is written."""
+    dataset's rewrite with its files (``services.plans.seed_files``), all checked before anything is written."""
 
     files: tuple[tuple[InputRole, Path, bytes | None], ...]
     seed: tuple[SeedRewrite, list[tuple[Path, str]]] | None = None
