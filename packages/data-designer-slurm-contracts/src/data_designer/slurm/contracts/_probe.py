@@ -10,7 +10,7 @@ otherwise, with one :class:`Problem` per check that failed or did not run.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, NonNegativeFloat, PositiveInt
 
@@ -33,18 +33,7 @@ ProbeCheckName = Literal[
 ]
 """Every check a probe reports, in the order it runs them."""
 
-PROBE_CHECK_NAMES: tuple[ProbeCheckName, ...] = (
-    "slurm_commands",
-    "controller",
-    "gpu_partition",
-    "cpu_partition",
-    "account",
-    "gpus_per_node",
-    "workspace",
-    "probe_job",
-    "shared_workspace",
-    "compute_runtime",
-)
+PROBE_CHECK_NAMES: tuple[ProbeCheckName, ...] = get_args(ProbeCheckName)
 
 
 class ProbeCheck(BaseModel):
