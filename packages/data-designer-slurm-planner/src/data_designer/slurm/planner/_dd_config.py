@@ -114,16 +114,7 @@ class _Reader:
     # -- reporting -------------------------------------------------------------------------------
 
     def problem(self, code: str, message: str, path: KeyPath, hint: str) -> None:
-        self.problems.append(
-            Problem(
-                code=code,
-                message=message,
-                file=self.document.file,
-                line=self.document.line_of(path),
-                key_path=path or None,
-                hint=hint,
-            )
-        )
+        self.problems.append(self.document.problem_at(path, code=code, message=message, hint=hint))
 
     def finding(
         self,

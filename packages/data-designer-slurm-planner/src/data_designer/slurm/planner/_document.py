@@ -78,6 +78,12 @@ class Document:
                 return line
         return None
 
+    def problem_at(self, path: KeyPath, *, code: str, message: str, hint: str | None) -> Problem:
+        """A problem of this document at ``path`` (on the line of ``path`` or its nearest ancestor)."""
+        return Problem(
+            code=code, message=message, file=self.file, line=self.line_of(path), key_path=path or None, hint=hint
+        )
+
     def under(self, prefix: KeyPath) -> Document:
         """The part of this document at ``prefix`` as a document of the same file, its keys' lines kept."""
         data: Any = self.data
@@ -125,12 +131,10 @@ def _surrogates(document: Document, value: Any, path: KeyPath) -> Iterator[Probl
 
 
 def _surrogate_problem(document: Document, path: KeyPath) -> Problem:
-    return Problem(
+    return document.problem_at(
+        path,
         code="unsupported_value",
         message="the text holds a lone surrogate escape ('\\ud800'-'\\udfff'), which is not a character",
-        file=document.file,
-        line=document.line_of(path),
-        key_path=path or None,
         hint="write the character itself, or a valid escape pair for characters beyond U+FFFF",
     )
 
@@ -304,33 +308,33 @@ class _Builder:
         self._constructor = _StrictLoader("")
         self._built: set[int] = set()
 
+    def _refuse(self, line: int | None, path: KeyPath, *, code: str, message: str, hint: str) -> None:
+        """Record a problem at ``line`` of the value at ``path``."""
+        self.problems.append(
+            Problem(code=code, message=message, file=self.file, line=line, key_path=path or None, hint=hint)
+        )
+
     def build(self, node: yaml.Node, path: KeyPath) -> Any:
         self.lines.setdefault(path, node.start_mark.line + 1)
         # The composer yields one node per occurrence except for aliases, which repeat an anchored node: rejecting
         # them prevents cycles ('&a [*a]') and exponential expansion ("billion laughs").
         if id(node) in self._built:
-            self.problems.append(
-                Problem(
-                    code="yaml_alias",
-                    message="YAML aliases ('*name') are not supported",
-                    file=self.file,
-                    line=self.lines.get(path),
-                    key_path=path or None,
-                    hint="write the value out explicitly",
-                )
+            self._refuse(
+                self.lines.get(path),
+                path,
+                code="yaml_alias",
+                message="YAML aliases ('*name') are not supported",
+                hint="write the value out explicitly",
             )
             return None
         self._built.add(id(node))
         if isinstance(node, yaml.MappingNode | yaml.SequenceNode) and node.tag not in _COLLECTION_TAGS:
-            self.problems.append(
-                Problem(
-                    code="unsupported_value",
-                    message=f"YAML tag {excerpt(node.tag)} is not supported",
-                    file=self.file,
-                    line=node.start_mark.line + 1,
-                    key_path=path or None,
-                    hint="remove the tag; write a plain mapping or list",
-                )
+            self._refuse(
+                node.start_mark.line + 1,
+                path,
+                code="unsupported_value",
+                message=f"YAML tag {excerpt(node.tag)} is not supported",
+                hint="remove the tag; write a plain mapping or list",
             )
             return None
         if isinstance(node, yaml.MappingNode):
@@ -345,41 +349,32 @@ class _Builder:
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
-                self.problems.append(
-                    Problem(
-                        code="merge_key",
-                        message="YAML merge keys ('<<') are not supported",
-                        file=self.file,
-                        line=key_node.start_mark.line + 1,
-                        key_path=path or None,
-                        hint="write the keys out explicitly",
-                    )
+                self._refuse(
+                    key_node.start_mark.line + 1,
+                    path,
+                    code="merge_key",
+                    message="YAML merge keys ('<<') are not supported",
+                    hint="write the keys out explicitly",
                 )
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
-                self.problems.append(
-                    Problem(
-                        code="key_type",
-                        message="mapping keys must be plain strings",
-                        file=self.file,
-                        line=key_node.start_mark.line + 1,
-                        key_path=path or None,
-                        hint="use a string key",
-                    )
+                self._refuse(
+                    key_node.start_mark.line + 1,
+                    path,
+                    code="key_type",
+                    message="mapping keys must be plain strings",
+                    hint="use a string key",
                 )
                 continue
             key = str(key_node.value)
             child = (*path, key)
             if key in out:
-                self.problems.append(
-                    Problem(
-                        code="duplicate_key",
-                        message=f"duplicate key {excerpt(key)} (first on line {self.lines.get(child)})",
-                        file=self.file,
-                        line=key_node.start_mark.line + 1,
-                        key_path=child,
-                        hint="keep only one of the two entries",
-                    )
+                self._refuse(
+                    key_node.start_mark.line + 1,
+                    child,
+                    code="duplicate_key",
+                    message=f"duplicate key {excerpt(key)} (first on line {self.lines.get(child)})",
+                    hint="keep only one of the two entries",
                 )
                 continue
             self.lines[child] = key_node.start_mark.line + 1
@@ -390,26 +385,20 @@ class _Builder:
         try:
             value = self._constructor.construct_object(node, deep=True)
         except _CONSTRUCT_ERRORS as exc:
-            self.problems.append(
-                Problem(
-                    code="unsupported_value",
-                    message=f"cannot read {excerpt(node.value)}: {excerpt(str(getattr(exc, 'problem', None) or exc), 80)}",
-                    file=self.file,
-                    line=node.start_mark.line + 1,
-                    key_path=path or None,
-                    hint="write a plain string, number, boolean or null (custom YAML tags are not supported)",
-                )
+            self._refuse(
+                node.start_mark.line + 1,
+                path,
+                code="unsupported_value",
+                message=f"cannot read {excerpt(node.value)}: {excerpt(str(getattr(exc, 'problem', None) or exc), 80)}",
+                hint="write a plain string, number, boolean or null (custom YAML tags are not supported)",
             )
             return None
         if isinstance(value, float) and not math.isfinite(value):
-            self.problems.append(
-                Problem(
-                    code="non_finite_number",
-                    message=f"{excerpt(node.value)} is not a finite number",
-                    file=self.file,
-                    line=node.start_mark.line + 1,
-                    key_path=path or None,
-                    hint="use a finite number; NaN and infinities are not allowed",
-                )
+            self._refuse(
+                node.start_mark.line + 1,
+                path,
+                code="non_finite_number",
+                message=f"{excerpt(node.value)} is not a finite number",
+                hint="use a finite number; NaN and infinities are not allowed",
             )
         return value

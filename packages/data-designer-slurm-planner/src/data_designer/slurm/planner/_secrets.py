@@ -52,12 +52,10 @@ def _walk(document: Document, value: Any, path: KeyPath) -> Iterator[Problem]:
             child_path = (*path, key)
             if is_secret_like_key(key) and not isinstance(child, dict | list) and child is not None:
                 if not (isinstance(child, str) and _ENV_NAME.fullmatch(child)):
-                    yield Problem(
+                    yield document.problem_at(
+                        child_path,
                         code="secret_literal",
                         message=f"key {key!r} holds a literal value; secrets are never written into configuration",
-                        file=document.file,
-                        line=document.line_of(child_path),
-                        key_path=child_path,
                         hint="write the NAME of the environment variable that holds the secret (matching ^[A-Z_][A-Z0-9_]*$)",
                     )
                 continue
@@ -66,11 +64,9 @@ def _walk(document: Document, value: Any, path: KeyPath) -> Iterator[Problem]:
         for index, child in enumerate(value):
             yield from _walk(document, child, (*path, index))
     elif isinstance(value, str) and looks_like_token(value):
-        yield Problem(
+        yield document.problem_at(
+            path,
             code="secret_literal",
             message="value looks like a secret (an API token, or a URL with a password)",
-            file=document.file,
-            line=document.line_of(path),
-            key_path=path or None,
             hint="remove the token; pass it through an environment variable named in the configuration",
         )

@@ -137,28 +137,15 @@ def _tag_error(error: dict[str, Any]) -> dict[str, Any]:
 def _problem(path: KeyPath, errors: list[dict[str, Any]], document: Document, model: type[BaseModel]) -> Problem:
     first = errors[0]
     kind = str(first["type"])
-    key = path or None
     if kind == "extra_forbidden":
         allowed = allowed_keys(model, path[:-1])
         hint = "remove it or fix its spelling"
         if allowed:
             hint += f"; keys allowed here: {', '.join(allowed)}"
-        return Problem(
-            code="unknown_key",
-            message=f"unknown key {excerpt(path[-1])}",
-            file=document.file,
-            line=document.line_of(path),
-            key_path=key,
-            hint=hint,
-        )
+        return document.problem_at(path, code="unknown_key", message=f"unknown key {excerpt(path[-1])}", hint=hint)
     if kind == "missing":
-        return Problem(
-            code="missing_key",
-            message=f"required key {path[-1]!r} is missing",
-            file=document.file,
-            line=document.line_of(path),
-            key_path=key,
-            hint=f"add '{path[-1]}'",
+        return document.problem_at(
+            path, code="missing_key", message=f"required key {path[-1]!r} is missing", hint=f"add '{path[-1]}'"
         )
     custom = [e for e in errors if hint_of(e)]
     chosen = custom[0] if custom else first
@@ -167,12 +154,10 @@ def _problem(path: KeyPath, errors: list[dict[str, Any]], document: Document, mo
     )
     if not custom and "input" in chosen and not isinstance(chosen["input"], dict | list):
         message = f"{message} (got {excerpt(chosen['input'])})"
-    return Problem(
+    return document.problem_at(
+        path,
         code=str(chosen["type"]),
         message=_lower(message),
-        file=document.file,
-        line=document.line_of(path),
-        key_path=key,
         hint=hint_of(chosen)
         or (_TYPE_HINTS.get(str(chosen["type"])) if len(errors) == 1 else "write one of the accepted forms"),
     )
