@@ -97,7 +97,7 @@ from data_designer.slurm.planner._inputs import (
     load_run,
     resolve_config,
 )
-from data_designer.slurm.planner._profile import ProfileTemplate, load_profile, render_profile
+from data_designer.slurm.planner._profile import ProfileTemplate, load_profile, render_profile, select_cluster
 from data_designer.slurm.planner._ranges import (
     Range,
     clip_ranges,
@@ -252,6 +252,7 @@ __all__ = [
     "sampler_seed_words",
     "satisfies",
     "sbatch_option_table",
+    "select_cluster",
     "serve_flag_versions",
     "sha256_digest",
     "slurm_path_problems",

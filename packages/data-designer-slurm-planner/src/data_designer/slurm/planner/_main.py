@@ -42,7 +42,6 @@ from data_designer.slurm.contracts import (
     ExecutionPlan,
     InternalError,
     InvalidInputError,
-    NotFoundError,
     Problem,
     RunSpec,
     SlurmExtensionError,
@@ -54,7 +53,7 @@ from data_designer.slurm.planner._dry_run import DryRunFile, benchmark_files, pl
 from data_designer.slurm.planner._expand import expand, is_run_key
 from data_designer.slurm.planner._files import read_text, write_text_atomic
 from data_designer.slurm.planner._inputs import load_base_run, resolve_config
-from data_designer.slurm.planner._profile import load_profile
+from data_designer.slurm.planner._profile import load_profile, select_cluster
 from data_designer.slurm.planner._validation import validate_document
 
 PROG = "python -m data_designer.slurm.planner"
@@ -161,26 +160,9 @@ def _target(args: argparse.Namespace) -> _Target:
             "no profile was given", code="profile_missing", hint=f"pass --profile FILE or set ${PROFILE_ENV_VAR}"
         )
     profile = load_profile(_read(path, what="profile"), file=path)
-    name = profile.resolve_cluster_name(args.cluster)
-    if name is None:
-        names = ", ".join(profile.cluster_names())
-        if args.cluster is not None:
-            raise NotFoundError(
-                f"cluster {args.cluster!r} is not in the profile",
-                code="cluster_not_found",
-                file=path,
-                key_path=("clusters",),
-                hint=f"use --cluster with one of: {names}",
-            )
-        raise InvalidInputError(
-            "the profile has several clusters and no default_cluster",
-            code="cluster_ambiguous",
-            file=path,
-            key_path=("default_cluster",),
-            hint=f"pass --cluster NAME (one of: {names}) or set default_cluster",
-        )
+    name, cluster = select_cluster(profile, args.cluster, file=path, operation="")  # main() stamps the operation
     facts = ClusterFacts(gpus_per_node=args.gpus_per_node, max_array_size=args.max_array_size)
-    return _Target(name=name, cluster=profile.clusters[name], facts=facts)
+    return _Target(name=name, cluster=cluster, facts=facts)
 
 
 def _load_run(path: str) -> tuple[RunSpec, Document]:

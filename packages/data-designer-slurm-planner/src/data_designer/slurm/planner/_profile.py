@@ -7,7 +7,13 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from data_designer.slurm.contracts import PROFILE_SCHEMA_VERSION, Profile
+from data_designer.slurm.contracts import (
+    PROFILE_SCHEMA_VERSION,
+    ClusterProfile,
+    InvalidInputError,
+    NotFoundError,
+    Profile,
+)
 from data_designer.slurm.planner._document import parse_document
 from data_designer.slurm.planner._sbatch_options import (
     RESERVED_SBATCH_OPTIONS,
@@ -36,6 +42,34 @@ def load_profile(text: str, *, file: str) -> Profile:
         for name, cluster in profile.clusters.items()
     }
     return profile.model_copy(update={"clusters": canonical})
+
+
+def select_cluster(
+    profile: Profile, cluster: str | None, *, file: str, operation: str = "profile.select"
+) -> tuple[str, ClusterProfile]:
+    """The cluster ``--cluster NAME`` names (else the default, else the only one): NotFoundError (exit 3) for a
+    name the profile lacks, InvalidInputError (exit 2) when several clusters and no default leave it open."""
+    name = profile.resolve_cluster_name(cluster)
+    if name is None:
+        names = ", ".join(profile.cluster_names())
+        if cluster is not None:
+            raise NotFoundError(
+                f"cluster {cluster!r} is not in the profile",
+                code="cluster_not_found",
+                operation=operation,
+                file=file,
+                key_path=("clusters",),
+                hint=f"use --cluster with one of: {names}",
+            )
+        raise InvalidInputError(
+            "the profile has several clusters and no default_cluster",
+            code="cluster_ambiguous",
+            operation=operation,
+            file=file,
+            key_path=("default_cluster",),
+            hint=f"pass --cluster NAME (one of: {names}) or set default_cluster",
+        )
+    return name, profile.clusters[name]
 
 
 @dataclass(frozen=True)

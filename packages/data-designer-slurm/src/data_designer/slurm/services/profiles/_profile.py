@@ -21,7 +21,14 @@ from data_designer.slurm.contracts import (
     ProfileInitResult,
     ProfileValidation,
 )
-from data_designer.slurm.planner import ProfileTemplate, load_profile, parse_document, render_profile, validate_document
+from data_designer.slurm.planner import (
+    ProfileTemplate,
+    load_profile,
+    parse_document,
+    render_profile,
+    select_cluster,
+    validate_document,
+)
 from data_designer.slurm.runtime.facts import read_facts, save_facts
 from data_designer.slurm.runtime.probe import DEFAULT_PROBE_TIMEOUT_S, probe_cluster
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubprocessRunner
@@ -78,31 +85,6 @@ def load_profile_file(
             hint=f"create it with 'data-designer slurm profile init --profile {path}', or select another with --profile or ${PROFILE_ENV_VAR}",
         ) from exc
     return path, load_profile(text, file=str(path))
-
-
-def select_cluster(profile: Profile, cluster: str | None, *, file: str) -> tuple[str, ClusterProfile]:
-    """The cluster ``--cluster NAME`` names (else the default, else the only one)."""
-    name = profile.resolve_cluster_name(cluster)
-    if name is None:
-        names = ", ".join(profile.cluster_names())
-        if cluster is not None:
-            raise NotFoundError(
-                f"cluster {cluster!r} is not in the profile",
-                code="cluster_not_found",
-                operation="profile.select",
-                file=file,
-                key_path=("clusters",),
-                hint=f"use --cluster with one of: {names}",
-            )
-        raise InvalidInputError(
-            "the profile has several clusters and no default_cluster",
-            code="cluster_ambiguous",
-            operation="profile.select",
-            file=file,
-            key_path=("default_cluster",),
-            hint=f"pass --cluster NAME (one of: {names}) or set default_cluster",
-        )
-    return name, profile.clusters[name]
 
 
 def validate_profile(
