@@ -129,7 +129,7 @@ def scan_footer(data: bytes, *, known_schema: bytes = b"") -> FooterScan:
 
 def _scan(data: bytes, known_schema: bytes) -> FooterScan:
     pos = 0
-    last = 0
+    fid = 0
     num_rows: int | None = None
     num_rows_span = groups_span = (0, 0)
     elements_start = 0
@@ -139,18 +139,10 @@ def _scan(data: bytes, known_schema: bytes) -> FooterScan:
     statistics: list[tuple[tuple[int, int] | None, ...]] = []
     found_groups = False
     while True:
-        header = data[pos]
         field_start = pos
-        pos += 1
-        kind = header & 0x0F
+        kind, fid, pos = _field_header(data, pos, fid)
         if kind == STOP:
             break
-        delta = header >> 4
-        if delta:
-            fid = last + delta
-        else:
-            fid, pos = _zigzag_at(data, pos)
-        last = fid
         if kind in (TRUE, FALSE):
             continue
         if fid == _NUM_ROWS and kind == I64:
@@ -206,21 +198,13 @@ def _key(schema: bytes, key_value: bytes) -> bytes:
 def _row_group(
     data: bytes, pos: int, patches: list[tuple[int, int, int]], statistics: list[tuple[tuple[int, int] | None, ...]]
 ) -> int:
-    last = 0
+    fid = 0
     spans: list[tuple[int, int] | None] = []
     while True:
-        header = data[pos]
-        pos += 1
-        kind = header & 0x0F
+        kind, fid, pos = _field_header(data, pos, fid)
         if kind == STOP:
             statistics.append(tuple(spans))
             return pos
-        delta = header >> 4
-        if delta:
-            fid = last + delta
-        else:
-            fid, pos = _zigzag_at(data, pos)
-        last = fid
         if kind in (TRUE, FALSE):
             continue
         if fid == _RG_COLUMNS:
@@ -246,21 +230,13 @@ def _row_group(
 def _column_chunk(
     data: bytes, pos: int, patches: list[tuple[int, int, int]], spans: list[tuple[int, int] | None]
 ) -> int:
-    last = 0
+    fid = 0
     span: tuple[int, int] | None = None
     while True:
-        header = data[pos]
-        pos += 1
-        kind = header & 0x0F
+        kind, fid, pos = _field_header(data, pos, fid)
         if kind == STOP:
             spans.append(span)
             return pos
-        delta = header >> 4
-        if delta:
-            fid = last + delta
-        else:
-            fid, pos = _zigzag_at(data, pos)
-        last = fid
         if kind in (TRUE, FALSE):
             continue
         if kind == I64 and fid in (_CC_FILE_OFFSET, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX):
@@ -272,20 +248,12 @@ def _column_chunk(
 
 
 def _column_meta(data: bytes, pos: int, patches: list[tuple[int, int, int]]) -> tuple[int, tuple[int, int] | None]:
-    last = 0
+    fid = 0
     span: tuple[int, int] | None = None
     while True:
-        header = data[pos]
-        pos += 1
-        kind = header & 0x0F
+        kind, fid, pos = _field_header(data, pos, fid)
         if kind == STOP:
             return pos, span
-        delta = header >> 4
-        if delta:
-            fid = last + delta
-        else:
-            fid, pos = _zigzag_at(data, pos)
-        last = fid
         if kind in (TRUE, FALSE):
             continue
         if kind == I64 and fid in _META_OFFSETS:
@@ -312,21 +280,13 @@ def _offset(data: bytes, pos: int, patches: list[tuple[int, int, int]]) -> int:
 def _decode_statistics(data: bytes, pos: int) -> ColumnStatistics:
     """Parquet ``Statistics``: 3 null_count, 5 max_value, 6 min_value (the legacy min/max, 1 and 2, are not used:
     their sort order is not defined for every type)."""
-    last = 0
+    fid = 0
     null_count: int | None = None
     values: dict[int, bytes] = {}
     while True:
-        header = data[pos]
-        pos += 1
-        kind = header & 0x0F
+        kind, fid, pos = _field_header(data, pos, fid)
         if kind == STOP:
             return ColumnStatistics(null_count, values.get(6), values.get(5))
-        delta = header >> 4
-        if delta:
-            fid = last + delta
-        else:
-            fid, pos = _zigzag_at(data, pos)
-        last = fid
         if kind in (TRUE, FALSE):
             continue
         if fid == 3 and kind == I64:
@@ -337,6 +297,21 @@ def _decode_statistics(data: bytes, pos: int) -> ColumnStatistics:
             pos += length
         else:
             pos = _skip_at(data, pos, kind)
+
+
+def _field_header(data: bytes, pos: int, last: int) -> tuple[int, int, int]:
+    """The field header at ``pos`` of a struct whose previous field id is ``last``: (kind, field id, the position
+    after the header). Kind ``STOP`` ends the struct (then the field id is ``last``); a short header holds the
+    field id as a delta from ``last``, a long one as a zigzag varint."""
+    header = data[pos]
+    kind = header & 0x0F
+    if kind == STOP:
+        return kind, last, pos + 1
+    delta = header >> 4
+    if delta:
+        return kind, last + delta, pos + 1
+    fid, pos = _zigzag_at(data, pos + 1)
+    return kind, fid, pos
 
 
 def list_header(size: int, element: int) -> bytes:

@@ -103,16 +103,7 @@ class SpliceWriter:
             length += len(piece)
         del pieces
         self._write(struct.pack("<I", length) + MAGIC)
-        self._sink.close()
-        self.files.append(
-            MergeFile(
-                path=self._sink.path.name,
-                records=self._rows,
-                first_index=self._first,
-                bytes=self._sink.size,
-                sha256=self._sink.sha256,
-            )
-        )
+        self.files.append(self._sink.finish(records=self._rows, first_index=self._first))
         self._sink = None
         self._template = None
         self._row_groups = []

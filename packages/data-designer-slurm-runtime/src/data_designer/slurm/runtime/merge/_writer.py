@@ -87,6 +87,13 @@ class HashingSink:
     def sha256(self) -> str:
         return self._hash.hexdigest()
 
+    def finish(self, *, records: int, first_index: int) -> MergeFile:
+        """Close the file and describe it for the merge manifest (its name, size and sha256 are this sink's)."""
+        self.close()
+        return MergeFile(
+            path=self.path.name, records=records, first_index=first_index, bytes=self.size, sha256=self.sha256
+        )
+
 
 class MergeWriter:
     """Writes rows (in global index order) into the files of one merge directory."""
@@ -205,16 +212,7 @@ class MergeWriter:
         if self._writer is None or self._sink is None:
             return
         self._writer.close()
-        self._sink.close()
-        self.files.append(
-            MergeFile(
-                path=self._sink.path.name,
-                records=self._file_rows,
-                first_index=self._file_first,
-                bytes=self._sink.size,
-                sha256=self._sink.sha256,
-            )
-        )
+        self.files.append(self._sink.finish(records=self._file_rows, first_index=self._file_first))
         self._writer = None
         self._sink = None
 
