@@ -7,7 +7,7 @@ directory atomically. See ``docs/architecture/run-directory.md`` ("Merges").
 """
 
 from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE
-from data_designer.slurm.runtime.merge._footer import FooterScan, scan_footer
+from data_designer.slurm.runtime.merge._footer import FooterScan, ThriftError, scan_footer
 from data_designer.slurm.runtime.merge._job_main import MERGE_MODULE, merge_job_argv
 from data_designer.slurm.runtime.merge._merge import (
     Merged,
@@ -22,7 +22,6 @@ from data_designer.slurm.runtime.merge._merge import (
 from data_designer.slurm.runtime.merge._parts import PartReader
 from data_designer.slurm.runtime.merge._sources import MergeSources, SourceSlice, merge_sources, unified_columns
 from data_designer.slurm.runtime.merge._splice import SpliceMismatch, SpliceWriter, footer_bytes
-from data_designer.slurm.runtime.merge._thrift import Struct, ThriftError, decode_struct, encode_struct
 from data_designer.slurm.runtime.merge._writer import (
     COMPRESSION,
     ROW_GROUP_BYTES,
@@ -48,10 +47,7 @@ __all__ = [
     "SourceSlice",
     "SpliceMismatch",
     "SpliceWriter",
-    "Struct",
     "ThriftError",
-    "decode_struct",
-    "encode_struct",
     "footer_bytes",
     "latest_merge",
     "merge_job_argv",

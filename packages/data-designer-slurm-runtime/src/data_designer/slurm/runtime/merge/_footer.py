@@ -6,31 +6,23 @@ offset inside its row groups, and the statistics of a few columns. :func:`scan_f
 records where each of those is, building no object for the rest; :meth:`FooterScan.row_groups` re-emits the row
 groups with only the offset varints (and the row group ordinals) re-encoded, every other byte copied as it is;
 :meth:`FooterScan.footer` re-emits the whole footer around new row groups and a new row count. The offsets moved
-are the ones the generic codec (``_thrift.py``) moves: row group ``file_offset``, column chunk ``file_offset``,
-offset and column index offsets, and the data, index, dictionary page and bloom filter offsets of the column
-metadata; 0 (or absent) means "none" and stays. Anything the walk cannot read is :class:`ThriftError`.
+are the ones a generic codec moves (the tests' reference, ``test_runtime_merge_footer.py``): row group
+``file_offset``, column chunk ``file_offset``, offset and column index offsets, and the data, index, dictionary page
+and bloom filter offsets of the column metadata; 0 (or absent) means "none" and stays. Anything the walk cannot
+read is :class:`ThriftError`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data_designer.slurm.runtime.merge._thrift import (
-    BINARY,
-    BYTE,
-    DOUBLE,
-    FALSE,
-    I16,
-    I32,
-    I64,
-    LIST,
-    MAP,
-    SET,
-    STOP,
-    STRUCT,
-    TRUE,
-    ThriftError,
-)
+STOP, TRUE, FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(13)
+"""The compact protocol's type codes (the low nibble of a field header, a list header's element type)."""
+
+
+class ThriftError(ValueError):
+    """The bytes are not a Thrift compact-protocol footer this walker can read."""
+
 
 _SCHEMA, _NUM_ROWS, _ROW_GROUPS, _KEY_VALUE = 2, 3, 4, 5
 _RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
