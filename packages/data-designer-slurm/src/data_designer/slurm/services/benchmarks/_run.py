@@ -177,7 +177,7 @@ def run_benchmark(
         clock=clock,
         environments=environments,
         ids=id_factory or run_id_factory(clock),
-        alive=alive or default_alive((rules or Rules()).retry_grace_s, clock),
+        alive=alive or default_alive(ctx.rules.retry_grace_s, clock),
         environ=submitting,
         modes=modes,
         started=started,

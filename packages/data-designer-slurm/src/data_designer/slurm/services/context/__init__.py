@@ -1,9 +1,11 @@
-"""What every service call stands on: its resolved context, counted scheduler calls, cluster facts, claim liveness."""
+"""What every service call stands on: its resolved context, counted scheduler calls, cluster facts, claim liveness,
+and the one classification of a run with an observation (``classify_observed``)."""
 
 from data_designer.slurm.services.context._calls import CountingRunner
 from data_designer.slurm.services.context._context import (
     SelectedCluster,
     ServiceContext,
+    classify_observed,
     collector_paused,
 )
 from data_designer.slurm.services.context._facts import DEFAULT_MAX_ARRAY_SIZE, cluster_facts, refuse_misfit
@@ -15,6 +17,7 @@ __all__ = [
     "CountingRunner",
     "SelectedCluster",
     "ServiceContext",
+    "classify_observed",
     "cluster_facts",
     "collector_paused",
     "default_alive",

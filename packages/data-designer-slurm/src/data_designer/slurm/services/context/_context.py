@@ -3,6 +3,7 @@
 Every service that needs a cluster takes the same keyword arguments (``profile``, ``cluster``, ``environ``,
 ``runner``, ``clock``, ``rules``); :meth:`ServiceContext.of` turns them into one frozen value, and its
 :meth:`~ServiceContext.scheduler` is the one way a service builds the scheduler adapter over the injected runner.
+A run's status is read under :func:`collector_paused` and classified with its observation by :func:`classify_observed`.
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 
-from data_designer.slurm.contracts import ClusterProfile
+from data_designer.slurm.contracts import ClusterProfile, RunStatus
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime.status import Rules
-from data_designer.slurm.runtime.store import Clock, system_clock
+from data_designer.slurm.runtime.status import Rules, RunObservation, classify
+from data_designer.slurm.runtime.store import Clock, RunSnapshot, system_clock
 from data_designer.slurm.services.profiles import load_profile_file, select_cluster
 
 
@@ -97,3 +99,17 @@ def collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def classify_observed(snapshot: RunSnapshot, seen: RunObservation, now: datetime, rules: Rules | None) -> RunStatus:
+    """``classify`` with an observation: its evidence, its calls and, when the scheduler was asked, its error."""
+    return classify(
+        snapshot,
+        seen.observation,
+        now,
+        evidence=seen.evidence,
+        rules=rules or Rules(),
+        scheduler_calls=seen.calls,
+        asked=seen.asked,
+        scheduler_error=seen.detail if seen.asked else None,
+    )

@@ -27,8 +27,8 @@ from data_designer.slurm.contracts import (
     UnavailableError,
 )
 from data_designer.slurm.contracts.records import ImageEntry
-from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime.status import Rules, cached_observation, classify, observe_runs
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
+from data_designer.slurm.runtime.status import cached_observation, observe_runs
 from data_designer.slurm.runtime.store import (
     Clock,
     RunLayout,
@@ -39,7 +39,7 @@ from data_designer.slurm.runtime.store import (
     requester_from_environment,
     system_clock,
 )
-from data_designer.slurm.services.context import ServiceContext, collector_paused
+from data_designer.slurm.services.context import ServiceContext, classify_observed, collector_paused
 from data_designer.slurm.services.images._workspace import current_entry, open_workspace
 
 LIVE_STATES = frozenset({"pending", "running", "stale", "unknown"})
@@ -68,7 +68,7 @@ def remove_image(
     registry = workspace.registry
     entry, history = current_entry(registry, name, operation=_OPERATION)
     users, checked = _runs_using(Path(workspace.profile.workspace_root), entry)
-    live = _live(users, runner if runner is not None else SubprocessRunner(env=environ), clock)
+    live = _live(users, ctx.runner, clock)
     if live:
         named = ", ".join(live[:_NAMED_RUNS]) + (
             f" and {len(live) - _NAMED_RUNS} more" if len(live) > _NAMED_RUNS else ""
@@ -150,22 +150,12 @@ def _live(users: Sequence[RunLayout], runner: CommandRunner, clock: Clock) -> li
             except SlurmExtensionError:  # a run that cannot be read: whether Slurm still runs it is unknown
                 live.append(str(layout.run_id))
                 continue
-            seen = cached_observation(snapshot)
-            status = classify(snapshot, seen.observation, clock(), evidence=seen.evidence, asked=False)
+            status = classify_observed(snapshot, cached_observation(snapshot), clock(), None)
             if any(shard.state in LIVE_STATES for shard in status.shards):
                 candidates.append(snapshot)
         scheduler = SlurmScheduler(runner, clock=clock)
         for snapshot, seen in zip(candidates, observe_runs(candidates, scheduler, clock=clock), strict=True):
-            status = classify(
-                snapshot,
-                seen.observation,
-                clock(),
-                evidence=seen.evidence,
-                rules=Rules(),
-                scheduler_calls=seen.calls,
-                asked=seen.asked,
-                scheduler_error=seen.detail if seen.asked else None,
-            )
+            status = classify_observed(snapshot, seen, clock(), None)
             if any(shard.state in LIVE_STATES for shard in status.shards):
                 live.append(str(snapshot.layout.run_id))
     return sorted(live)

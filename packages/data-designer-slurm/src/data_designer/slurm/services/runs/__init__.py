@@ -1,5 +1,6 @@
 """Runs: ``execute``, ``status``, ``wait``, ``retry``, ``cancel``, ``logs``, ``runs ls`` and ``runs rm``."""
 
+from data_designer.slurm.services.context import classify_observed
 from data_designer.slurm.services.runs._cancel import cancel_run
 from data_designer.slurm.services.runs._execute import (
     BoundRun,
@@ -12,13 +13,7 @@ from data_designer.slurm.services.runs._execute import (
     submit_plan,
     submitted_jobs,
 )
-from data_designer.slurm.services.runs._listing import (
-    classify_observed,
-    list_runs,
-    read_listed,
-    remove_run,
-    run_summary,
-)
+from data_designer.slurm.services.runs._listing import list_runs, read_listed, remove_run, run_summary
 from data_designer.slurm.services.runs._locate import layout_of, locate_run, named_shards
 from data_designer.slurm.services.runs._log_follow import follow_logs
 from data_designer.slurm.services.runs._logs import run_logs

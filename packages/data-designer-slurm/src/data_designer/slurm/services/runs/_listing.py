@@ -36,7 +36,7 @@ from data_designer.slurm.contracts import (
     UnavailableError,
 )
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
-from data_designer.slurm.runtime.status import Rules, RunObservation, cached_observation, classify, observe_runs
+from data_designer.slurm.runtime.status import Rules, RunObservation, cached_observation, observe_runs
 from data_designer.slurm.runtime.store import (
     Clock,
     RunDirectory,
@@ -48,7 +48,7 @@ from data_designer.slurm.runtime.store import (
     remove_run_dir,
     system_clock,
 )
-from data_designer.slurm.services.context import ServiceContext, collector_paused
+from data_designer.slurm.services.context import ServiceContext, classify_observed, collector_paused
 from data_designer.slurm.services.runs._locate import layout_of
 from data_designer.slurm.services.runs._status import is_unavailable, status_of
 
@@ -105,20 +105,6 @@ def list_runs(
         refreshed=refresh,
         scheduler_calls=calls,
         scheduler_error=next(iter(sorted(errors)), None),
-    )
-
-
-def classify_observed(snapshot: RunSnapshot, seen: RunObservation, now: datetime, rules: Rules | None) -> RunStatus:
-    """``classify`` with an observation, as ``status_of`` passes it."""
-    return classify(
-        snapshot,
-        seen.observation,
-        now,
-        evidence=seen.evidence,
-        rules=rules or Rules(),
-        scheduler_calls=seen.calls,
-        asked=seen.asked,
-        scheduler_error=seen.detail if seen.asked else None,
     )
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from data_designer.slurm.contracts import ACTIVE_SHARD_STATES, RunStatus, WaitResult
 from data_designer.slurm.runtime.polling import poll
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
-from data_designer.slurm.runtime.status import Rules, cached_observation, classify, observe_run
+from data_designer.slurm.runtime.status import Rules, cached_observation, observe_run
 from data_designer.slurm.runtime.store import Clock, RunLayout, read_run, system_clock
-from data_designer.slurm.services.context import ServiceContext, collector_paused
+from data_designer.slurm.services.context import ServiceContext, classify_observed, collector_paused
 from data_designer.slurm.services.runs._locate import layout_of
 
 DEFAULT_WAIT_INTERVAL_S = 15.0
@@ -60,16 +60,7 @@ def status_of(
     with collector_paused():
         snapshot = read_run(layout, clock=clock)
         seen = observe_run(snapshot, scheduler, clock=clock) if refresh else cached_observation(snapshot)
-        return classify(
-            snapshot,
-            seen.observation,
-            clock(),
-            evidence=seen.evidence,
-            rules=rules or Rules(),
-            scheduler_calls=seen.calls,
-            asked=seen.asked,
-            scheduler_error=seen.detail if seen.asked else None,
-        )
+        return classify_observed(snapshot, seen, clock(), rules)
 
 
 def is_unavailable(status: RunStatus) -> bool:
