@@ -22,11 +22,9 @@ from data_designer.slurm.contracts.records import (
     ENV_ATTEMPT_DIR,
     ENV_ENDPOINTS,
     INPUTS_SCHEMA,
-    SUBMISSION_SCHEMA,
     AliasEndpoints,
     AttemptRecord,
     IndexRange,
-    RecordSchema,
 )
 from data_designer.slurm.runtime.store import (
     AttemptWriter,
@@ -34,10 +32,8 @@ from data_designer.slurm.runtime.store import (
     RunLayout,
     load_plan_file,
     read_record,
-    sequence_numbers,
+    read_submissions,
 )
-
-_PLAN_SCHEMA = RecordSchema("plan", 1, ExecutionPlan)
 
 
 class WorkerInputError(Exception):
@@ -219,13 +215,8 @@ def earlier_timings(inputs: WorkerInputs) -> EarlierTimings:
 
 
 def _latest_submission(layout: RunLayout, *, before: datetime) -> datetime | None:
-    latest = None
     try:
-        numbers = sequence_numbers(layout.submissions_dir)
+        submissions = read_submissions(layout)
     except Exception:  # unreadable: the timing is unknown, nothing else depends on it
         return None
-    for number in numbers:
-        found = read_record(layout.submission_record(number), SUBMISSION_SCHEMA)
-        if isinstance(found, RecordOk) and found.payload.submitted_at <= before:
-            latest = max(latest or found.payload.submitted_at, found.payload.submitted_at)
-    return latest
+    return max((s.submitted_at for s in submissions if s.submitted_at <= before), default=None)
