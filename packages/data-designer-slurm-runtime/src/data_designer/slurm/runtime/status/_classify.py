@@ -6,7 +6,7 @@ every row has a named test (``test_runtime_status_classify.py``). No I/O, no clo
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from data_designer.slurm.contracts import (
@@ -43,9 +43,9 @@ DEFAULT_RETRY_GRACE_S = 300.0
 """How long a retry intent may lack its submission record before its shards are missing (``retry_unsubmitted``):
 longer than its ``sbatch`` calls can take (60 s each)."""
 PREFLIGHT_EXIT = EXIT_CODES["environment_mismatch"]
+"""The batch script's own exit when the compute Python cannot import the runtime (before any attempt exists)."""
 _IMPORT_FAILURE = "No module named 'data_designer"
 """What the batch script's import check prints when the compute Python lacks the runtime."""
-"""The batch script's own exit when the compute Python cannot import the runtime (before any attempt exists)."""
 
 _PARTIAL_ENDINGS = frozenset({"time_limit", "preempted"})
 _SCHEDULER_DECIDED = frozenset({"pending", "running", "stale", "scheduler_inconsistent", "missing"})
@@ -152,13 +152,11 @@ def _classify_shard(
     if outage and verdict.state in _SCHEDULER_DECIDED and verdict.reason not in _RECORD_REASONS and observation:
         # The scheduler could not be asked now: what only it can tell is unknown; the last known state is shown.
         age = max(0.0, (now - parse_timestamp(observation.observed_at)).total_seconds())
-        verdict = _Verdict(
-            "unknown",
+        verdict = replace(
+            verdict,
+            state="unknown",
             reason="scheduler_unavailable",
             message=f"the scheduler could not be asked; last known: {verdict.state} ({age:.0f}s ago)",
-            last_log_line=verdict.last_log_line,
-            phase=verdict.phase,
-            live_records=verdict.live_records,
         )
     done = shard.records_done
     return ShardStatus(
@@ -267,14 +265,7 @@ def _cancelled_by_user(
             return verdict  # cancelled before this task existed: Slurm's own reason stands
         who = cancellation.record.requested_by
         message = f"cancelled by {who.user}@{who.host} at {format_timestamp(made)} (data-designer slurm cancel)"
-        return _Verdict(
-            "cancelled",
-            reason="cancelled_by_user",
-            message=message,
-            last_log_line=verdict.last_log_line,
-            phase=verdict.phase,
-            live_records=verdict.live_records,
-        )
+        return replace(verdict, state="cancelled", reason="cancelled_by_user", message=message)
     return verdict
 
 
