@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,12 +12,14 @@ from data_designer.slurm.cli._execute_commands import (
     ForceOption,
     MaxArraySizeOption,
     OutOption,
+    dry_run_only_error,
     gpu_hours,
     issue_lines,
     output_lines,
 )
 from data_designer.slurm.cli._output import DebugOption, JsonOption, run, table
 from data_designer.slurm.cli._profile_commands import ClusterOption, ProfileOption
+from data_designer.slurm.cli._status_commands import EXIT_CHECK_FAILED, EXIT_UNAVAILABLE, Format
 
 if TYPE_CHECKING:
     from data_designer.slurm.contracts import (
@@ -85,7 +86,9 @@ def run_benchmark(
         given = ((out is not None, "--out"), (force, "--force"), (max_array_size is not None, "--max-array-size"))
         for set_, option in given:
             if set_:
-                raise dry_run_only(option)
+                raise dry_run_only_error(
+                    option, f"add --dry-run to write the expansion, or leave out {option} to submit the children"
+                )
         from data_designer.slurm.services import run_benchmark
 
         return run_benchmark(bench_file, profile=profile, cluster=cluster)
@@ -150,18 +153,6 @@ def ls(
     )
 
 
-def dry_run_only(option: str) -> Exception:
-    """An option of the dry run given to a real submission (exit 2)."""
-    from data_designer.slurm.contracts import InvalidInputError
-
-    return InvalidInputError(
-        f"{option} applies to --dry-run only",
-        code="dry_run_only",
-        key_path=(option,),
-        hint=f"add --dry-run to write the expansion, or leave out {option} to submit the children",
-    )
-
-
 def _exit_code(result: BenchmarkRunResult) -> int:
     return 0 if result.error is None else result.error.exit_code
 
@@ -217,13 +208,10 @@ def render_submitted(result: BenchmarkRunResult) -> str:
 def render_status(result: BenchmarkStatus) -> str:
     """The benchmark, the counts of child states and where the evidence came from, one row per child."""
     counts = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in sorted(result.counts.items()))
-    evidence = {"live": "asked Slurm now", "cached": "last recorded observations", "none": "no scheduler evidence"}
     head = [
         f"Benchmark {result.benchmark_id} ({result.name}) on cluster {result.cluster!r}",
         f"  children     {len(result.children)}: {counts}" + ("; complete" if result.complete else ""),
-        f"  evidence     {evidence[result.evidence]}"
-        + (f" ({result.scheduler_calls} calls)" if result.scheduler_calls else "")
-        + (f"; {result.scheduler_error}" if result.scheduler_error else ""),
+        f"  evidence     {_evidence(result)}",
     ]
     rows = table(
         ["#", "child", "case", "repeat", "state", "records", "run", "why"],
@@ -243,6 +231,15 @@ def render_status(result: BenchmarkStatus) -> str:
     )
     problems = [f"  child {c.index}: {c.run.problem}" for c in result.children if c.run is not None and c.run.problem]
     return "\n".join([*head, "", rows, *(["", *problems] if problems else [])])
+
+
+_EVIDENCE = {"live": "asked Slurm now", "cached": "last recorded observations", "none": "no scheduler evidence"}
+
+
+def _evidence(result: BenchmarkStatus | AnalyzeResult) -> str:
+    """Where the children's states came from, the scheduler calls made and why Slurm could not be asked."""
+    calls = f" ({result.scheduler_calls} calls)" if result.scheduler_calls else ""
+    return _EVIDENCE[result.evidence] + calls + (f"; {result.scheduler_error}" if result.scheduler_error else "")
 
 
 def _records(done: int | None, total: int | None) -> str:
@@ -292,7 +289,7 @@ def render_benchmark(result: BenchmarkDryRun) -> str:
             [
                 str(c.index),
                 c.child_id,
-                " ".join(f"{label}={_value(value)}" for label, value in c.case) or "(base run)",
+                _case(c.case),
                 str(c.repeat),
                 str(c.records),
                 "?" if c.nodes_per_allocation is None else str(c.nodes_per_allocation),
@@ -315,16 +312,6 @@ def _value(value: object) -> str:
     return str(value)
 
 
-class AnalyzeFormat(StrEnum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-
-
-EXIT_UNAVAILABLE = 5
-EXIT_CHECK_FAILED = 6
-
-
 @benchmark_app.command("analyze")
 def analyze(
     bench: Annotated[
@@ -334,7 +321,7 @@ def analyze(
         bool, typer.Option("--no-refresh", help="Use the runs' last recorded observations (no Slurm call).")
     ] = False,
     check: Annotated[bool, typer.Option("--check", help="Exit 6 unless every child succeeded.")] = False,
-    output: Annotated[AnalyzeFormat, typer.Option("--format", help="table, json or csv.")] = AnalyzeFormat.table,
+    output: Annotated[Format, typer.Option("--format", help="table, json or csv.")] = Format.table,
     plot: Annotated[
         Path | None,
         typer.Option(
@@ -367,7 +354,7 @@ def analyze(
         return EXIT_CHECK_FAILED if check and not result.analysis.complete else 0
 
     def render(result: AnalyzeResult) -> str:
-        if output is AnalyzeFormat.csv:
+        if output is Format.csv:
             from data_designer.slurm.runtime.analysis import analysis_csv
 
             return analysis_csv(result.analysis).rstrip("\n")
@@ -382,7 +369,7 @@ def analyze(
         "benchmark.analyze",
         lambda: analyze_benchmark(bench, refresh=not no_refresh, plot=plot, profile=profile, cluster=cluster),
         render,
-        as_json=output is AnalyzeFormat.json,
+        as_json=output is Format.json,
         debug=debug,
         exit_code=exit_code,
         json_text=canonical,
@@ -476,14 +463,7 @@ def render_analysis(result: AnalyzeResult) -> str:
             lines.append(
                 f"Pareto set (throughput per GPU vs time to target): cases {', '.join(map(str, analysis.pareto))}"
             )
-    evidence = {"live": "asked Slurm now", "cached": "last recorded observations", "none": "no scheduler evidence"}
-    lines += [
-        "",
-        f"evidence: {evidence[result.evidence]}"
-        + (f" ({result.scheduler_calls} calls)" if result.scheduler_calls else "")
-        + (f"; {result.scheduler_error}" if result.scheduler_error else ""),
-        f"analysis: {result.analysis_file}",
-    ]
+    lines += ["", f"evidence: {_evidence(result)}", f"analysis: {result.analysis_file}"]
     if result.plot:
         lines.append(f"plot: {result.plot}")
     return "\n".join(lines)

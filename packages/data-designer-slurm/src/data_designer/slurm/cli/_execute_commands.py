@@ -220,7 +220,10 @@ def submit(
 
     def call() -> ExecuteResult:
         if dry_run_options:
-            raise dry_run_only_error(dry_run_options[0])
+            option = dry_run_options[0]
+            raise dry_run_only_error(
+                option, f"add --dry-run, or leave out {option} (a submission reads the cluster's own facts)"
+            )
         from data_designer.slurm.services import execute_run
 
         return execute_run(run_file, profile=profile, cluster=cluster, run_id=run_id)
@@ -228,16 +231,11 @@ def submit(
     run("execute", call, render_submission, as_json=as_json, debug=debug)
 
 
-def dry_run_only_error(option: str) -> Exception:
-    """An option that only a dry run takes, given to a real submission (exit 2)."""
+def dry_run_only_error(option: str, hint: str) -> Exception:
+    """An option that only a dry run takes, given to a real submission (exit 2); ``hint`` says what to do instead."""
     from data_designer.slurm.contracts import InvalidInputError
 
-    return InvalidInputError(
-        f"{option} applies to --dry-run only",
-        code="dry_run_only",
-        key_path=(option,),
-        hint=f"add --dry-run, or leave out {option} (a submission reads the cluster's own facts)",
-    )
+    return InvalidInputError(f"{option} applies to --dry-run only", code="dry_run_only", key_path=(option,), hint=hint)
 
 
 def dry_run_only(option: str, what: str) -> Exception:
