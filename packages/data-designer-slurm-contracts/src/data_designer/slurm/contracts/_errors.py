@@ -208,6 +208,11 @@ class SlurmExtensionError(Exception):
             self.info = self.info.model_copy(update={"operation": operation})
         return self
 
+    def with_context(self, where: str, *, hint: str) -> SlurmExtensionError:
+        """Return the same error, its message prefixed with ``where`` it happened and its hint replaced by ``hint``."""
+        self.info = self.info.model_copy(update={"message": f"{where}: {self.info.message}", "hint": hint})
+        return self
+
 
 class InvalidInputError(SlurmExtensionError):
     category = ErrorCategory.INVALID_INPUT

@@ -163,13 +163,8 @@ def _scancel_targets(live: set[tuple[str, int]], whole: bool) -> tuple[tuple[str
 
 
 def _located(exc: SlurmExtensionError, snapshot: RunSnapshot) -> SlurmExtensionError:
-    exc.info = exc.info.model_copy(
-        update={
-            "message": f"run {snapshot.run.run_id}: {exc.info.message}",
-            "hint": f"{exc.info.hint or 'retry when Slurm answers'}; nothing was recorded, cancel again",
-        }
-    )
-    return exc
+    hint = f"{exc.info.hint or 'retry when Slurm answers'}; nothing was recorded, cancel again"
+    return exc.with_context(f"run {snapshot.run.run_id}", hint=hint)
 
 
 def _result(

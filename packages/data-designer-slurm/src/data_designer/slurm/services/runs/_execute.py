@@ -351,17 +351,13 @@ def _submit(
                 f"{exc.info.hint}; nothing was submitted and run {record.run_id} stays not_submitted: fix the run file "
                 f"or the profile and run 'data-designer slurm execute {record.run_file}' again"
             )
-        exc.info = exc.info.model_copy(
-            update={"message": f"run {record.run_id} ({layout.run_dir}): {exc.info.message}", "hint": hint}
-        )
+        exc.with_context(f"run {record.run_id} ({layout.run_dir})", hint=hint)
         raise
     except SlurmExtensionError as exc:
-        exc.info = exc.info.model_copy(
-            update={
-                "message": f"run {record.run_id} ({layout.run_dir}): {exc.info.message}",
-                "hint": f"{exc.info.hint or 'fix the cause'}; then submit the missing chunks with "
-                f"'data-designer slurm execute RUN --run-id {record.run_id}'",
-            }
+        exc.with_context(
+            f"run {record.run_id} ({layout.run_dir})",
+            hint=f"{exc.info.hint or 'fix the cause'}; then submit the missing chunks with "
+            f"'data-designer slurm execute RUN --run-id {record.run_id}'",
         )
         raise
     jobs = submitted_jobs(record.unit, result.chunks)

@@ -360,21 +360,17 @@ def _submit(
             generation=generation,
             error=exc.info.message,
         )
-        exc.info = exc.info.model_copy(
-            update={
-                "message": f"run {snapshot.run.run_id}, retry generation {generation}: {exc.info.message}",
-                "hint": f"{exc.info.hint}; the refusal is recorded and the shards keep their state: fix the cause "
-                "outside the plan and retry again",
-            }
+        exc.with_context(
+            f"run {snapshot.run.run_id}, retry generation {generation}",
+            hint=f"{exc.info.hint}; the refusal is recorded and the shards keep their state: fix the cause "
+            "outside the plan and retry again",
         )
         raise
     except SlurmExtensionError as exc:
-        exc.info = exc.info.model_copy(
-            update={
-                "message": f"run {snapshot.run.run_id}, retry generation {generation}: {exc.info.message}",
-                "hint": f"{exc.info.hint or 'fix the cause'}; then run 'data-designer slurm retry RUN' again: it "
-                f"finds generation {generation}'s jobs by name and submits only what Slurm does not hold",
-            }
+        exc.with_context(
+            f"run {snapshot.run.run_id}, retry generation {generation}",
+            hint=f"{exc.info.hint or 'fix the cause'}; then run 'data-designer slurm retry RUN' again: it "
+            f"finds generation {generation}'s jobs by name and submits only what Slurm does not hold",
         )
         raise
     jobs = submitted_jobs(unit, result.chunks)
