@@ -152,31 +152,34 @@ def image_path(source: str) -> Path:
     try:
         info = os.stat(path)
     except FileNotFoundError as exc:
-        raise InvalidInputError(
-            f"image file {str(path)!r} does not exist",
-            code="image_missing",
-            operation=_OPERATION,
-            file=str(path),
-            key_path=("SOURCE",),
-            hint="give the path of an existing SquashFS (.sqsh) or SIF (.sif) file, or a docker:// reference",
+        raise _refused(
+            path,
+            "does not exist",
+            "image_missing",
+            "give the path of an existing SquashFS (.sqsh) or SIF (.sif) file, or a docker:// reference",
         ) from exc
     except OSError as exc:
-        raise UnavailableError(
-            f"cannot stat image file {str(path)!r}: {exc.strerror}",
-            code="filesystem_unavailable",
-            operation=_OPERATION,
-            file=str(path),
-        ) from exc
+        raise _unavailable(path, "stat", exc) from exc
     if not stat.S_ISREG(info.st_mode):
-        raise InvalidInputError(
-            f"image file {str(path)!r} is not a regular file",
-            code="image_not_a_file",
-            operation=_OPERATION,
-            file=str(path),
-            key_path=("SOURCE",),
-            hint="give the image file itself (a SquashFS or SIF file), not a directory or device",
+        raise _refused(
+            path,
+            "is not a regular file",
+            "image_not_a_file",
+            "give the image file itself (a SquashFS or SIF file), not a directory or device",
         )
     return path
+
+
+def _refused(path: Path, what: str, code: str, hint: str) -> InvalidInputError:
+    """Exit 2 for the image file ``SOURCE`` names: ``image file '<path>' <what>``."""
+    message = f"image file {str(path)!r} {what}"
+    return InvalidInputError(message, code=code, operation=_OPERATION, file=str(path), key_path=("SOURCE",), hint=hint)
+
+
+def _unavailable(path: Path, verb: str, exc: OSError) -> UnavailableError:
+    """Exit 5: the filesystem refused to ``verb`` the image file."""
+    message = f"cannot {verb} image file {str(path)!r}: {exc.strerror}"
+    return UnavailableError(message, code="filesystem_unavailable", operation=_OPERATION, file=str(path))
 
 
 def detect_format(path: Path) -> ImageFormat:
@@ -185,24 +188,17 @@ def detect_format(path: Path) -> ImageFormat:
         with open(path, "rb") as handle:
             head = handle.read(SIF_MAGIC_OFFSET + len(SIF_MAGIC))
     except OSError as exc:
-        raise UnavailableError(
-            f"cannot read image file {str(path)!r}: {exc.strerror}",
-            code="filesystem_unavailable",
-            operation=_OPERATION,
-            file=str(path),
-        ) from exc
+        raise _unavailable(path, "read", exc) from exc
     if head[: len(SQUASHFS_MAGIC)] == SQUASHFS_MAGIC:
         return "squashfs"
     if head[SIF_MAGIC_OFFSET:] == SIF_MAGIC:
         return "sif"
-    raise InvalidInputError(
-        f"image file {str(path)!r} is neither a SquashFS (magic 'hsqs') nor a SIF (magic 'SIF_MAGIC')",
-        code="image_format_unknown",
-        operation=_OPERATION,
-        file=str(path),
-        key_path=("SOURCE",),
-        hint="give a SquashFS made by 'enroot import' or mksquashfs, a SIF made by 'apptainer build', or a "
-        "docker:// reference to import",
+    raise _refused(
+        path,
+        "is neither a SquashFS (magic 'hsqs') nor a SIF (magic 'SIF_MAGIC')",
+        "image_format_unknown",
+        "give a SquashFS made by 'enroot import' or mksquashfs, a SIF made by 'apptainer build', or a docker:// "
+        "reference to import",
     )
 
 
@@ -215,13 +211,11 @@ def check_shared(path: Path, workspace_root: Path) -> None:
         return
     if _mount_of(workspace_root, mounts) == image_mount:
         return
-    raise InvalidInputError(
-        f"image file {str(path)!r} is on {image_mount[0]!r}, a {image_mount[1]} filesystem in this node's memory",
-        code="image_not_shared",
-        operation=_OPERATION,
-        file=str(path),
-        key_path=("SOURCE",),
-        hint=f"copy the image to the shared filesystem (e.g. under {str(workspace_root)!r}) and add that path",
+    raise _refused(
+        path,
+        f"is on {image_mount[0]!r}, a {image_mount[1]} filesystem in this node's memory",
+        "image_not_shared",
+        f"copy the image to the shared filesystem (e.g. under {str(workspace_root)!r}) and add that path",
     )
 
 
