@@ -340,16 +340,10 @@ class _Resolver:
 
     def _problem(self, code: str, at: int, message: str, hint: str) -> None:
         key = (*self.path, at)
-        self.problems.append(
-            Problem(
-                code=code,
-                message=message,
-                file=self.document.file if self.document else None,
-                line=self.document.line_of(key) if self.document else None,
-                key_path=key,
-                hint=hint,
-            )
-        )
+        if self.document is not None:
+            self.problems.append(self.document.problem_at(key, code=code, message=message, hint=hint))
+        else:
+            self.problems.append(Problem(code=code, message=message, key_path=key, hint=hint))
 
 
 def _written(spec: SbatchOptionSpec, spelling: str) -> str:
