@@ -38,6 +38,13 @@ benchmark_app = typer.Typer(
     rich_markup_mode=None,
 )
 
+BenchArgument = Annotated[
+    str, typer.Argument(metavar="BENCH", help="Benchmark id (or a unique prefix), name, or benchmark file.")
+]
+NoRefreshFlag = Annotated[
+    bool, typer.Option("--no-refresh", help="Use the runs' last recorded observations (no Slurm call).")
+]
+
 DIGEST_SHOWN = 12
 """Hex characters of a plan digest shown in the children table (--json has them whole)."""
 
@@ -101,12 +108,8 @@ def run_benchmark(
 
 @benchmark_app.command("status")
 def status(
-    bench: Annotated[
-        str, typer.Argument(metavar="BENCH", help="Benchmark id (or a unique prefix), name, or benchmark file.")
-    ],
-    no_refresh: Annotated[
-        bool, typer.Option("--no-refresh", help="Use the runs' last recorded observations (no Slurm call).")
-    ] = False,
+    bench: BenchArgument,
+    no_refresh: NoRefreshFlag = False,
     profile: ProfileOption = None,
     cluster: ClusterOption = None,
     as_json: JsonOption = False,
@@ -314,12 +317,8 @@ def _value(value: object) -> str:
 
 @benchmark_app.command("analyze")
 def analyze(
-    bench: Annotated[
-        str, typer.Argument(metavar="BENCH", help="Benchmark id (or a unique prefix), name, or benchmark file.")
-    ],
-    no_refresh: Annotated[
-        bool, typer.Option("--no-refresh", help="Use the runs' last recorded observations (no Slurm call).")
-    ] = False,
+    bench: BenchArgument,
+    no_refresh: NoRefreshFlag = False,
     check: Annotated[bool, typer.Option("--check", help="Exit 6 unless every child succeeded.")] = False,
     output: Annotated[Format, typer.Option("--format", help="table, json or csv.")] = Format.table,
     plot: Annotated[
