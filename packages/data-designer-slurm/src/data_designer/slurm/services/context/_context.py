@@ -11,8 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -80,11 +79,9 @@ class ServiceContext:
         """The environment of the submitting process (``environ``, else this process's)."""
         return os.environ if self.environ is None else self.environ
 
-    def scheduler(
-        self, *, sleep: Callable[[float], None] = time.sleep, concurrent: bool | None = None
-    ) -> SlurmScheduler:
+    def scheduler(self) -> SlurmScheduler:
         """The scheduler adapter over this call's runner and clock."""
-        return SlurmScheduler(self.runner, clock=self.clock, sleep=sleep, concurrent=concurrent)
+        return SlurmScheduler(self.runner, clock=self.clock)
 
 
 @contextlib.contextmanager

@@ -28,11 +28,9 @@ DEFAULT_MAX_ARRAY_SIZE = 1001
 """Slurm's default MaxArraySize, assumed by a dry run unless told otherwise (and when Slurm prints none)."""
 
 
-def cluster_facts(
-    profile: ClusterProfile, scheduler: SlurmScheduler, clock: Clock, *, refresh: bool = False
-) -> tuple[ClusterFacts, FactsLookup]:
+def cluster_facts(profile: ClusterProfile, scheduler: SlurmScheduler, clock: Clock) -> tuple[ClusterFacts, FactsLookup]:
     """The facts to compile with (and check against), and the lookup they came from (cached or asked now)."""
-    lookup = lookup_facts(scheduler, profile.workspace_root, clock, refresh=refresh)
+    lookup = lookup_facts(scheduler, profile.workspace_root, clock)
     return resolve_facts(profile, lookup.facts), lookup
 
 

@@ -68,7 +68,7 @@ def remove_image(
     registry = workspace.registry
     entry, history = current_entry(registry, name, operation=_OPERATION)
     users, checked = _runs_using(Path(workspace.profile.workspace_root), entry)
-    live = _live(users, ctx.runner, clock)
+    live = _live(users, ctx.scheduler(), clock)
     if live:
         named = ", ".join(live[:_NAMED_RUNS]) + (
             f" and {len(live) - _NAMED_RUNS} more" if len(live) > _NAMED_RUNS else ""
@@ -136,7 +136,7 @@ def _runs_using(root: Path, entry: ImageEntry) -> tuple[list[RunLayout], int]:
     return users, checked
 
 
-def _live(users: Sequence[RunLayout], runner: CommandRunner, clock: Clock) -> list[str]:
+def _live(users: Sequence[RunLayout], scheduler: SlurmScheduler, clock: Clock) -> list[str]:
     """The ids of the runs in ``users`` with shards Slurm may still run: a live observation of those whose last
     recorded one says they may."""
     if not users:
@@ -153,7 +153,6 @@ def _live(users: Sequence[RunLayout], runner: CommandRunner, clock: Clock) -> li
             status = classify_observed(snapshot, cached_observation(snapshot), clock(), None)
             if any(shard.state in LIVE_STATES for shard in status.shards):
                 candidates.append(snapshot)
-        scheduler = SlurmScheduler(runner, clock=clock)
         for snapshot, seen in zip(candidates, observe_runs(candidates, scheduler, clock=clock), strict=True):
             status = classify_observed(snapshot, seen, clock(), None)
             if any(shard.state in LIVE_STATES for shard in status.shards):
