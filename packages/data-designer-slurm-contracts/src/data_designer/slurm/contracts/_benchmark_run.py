@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt
 
@@ -19,14 +19,7 @@ submission was never recorded, completed now), already submitted (evidence on re
 by another live ``benchmark run``: left to it), failed (``sbatch`` or the run refused it: the error says why), not
 attempted (after a failure, so the dependency lanes stay whole; the next ``benchmark run`` submits it)."""
 
-CHILD_OUTCOMES: tuple[ChildOutcome, ...] = (
-    "submitted",
-    "resumed",
-    "already_submitted",
-    "held",
-    "failed",
-    "not_attempted",
-)
+CHILD_OUTCOMES: tuple[ChildOutcome, ...] = get_args(ChildOutcome)
 
 
 class ChildSubmission(BaseModel):
