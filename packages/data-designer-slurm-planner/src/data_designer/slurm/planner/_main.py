@@ -27,7 +27,7 @@ import argparse
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -72,11 +72,11 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     try:
         if args.command == "compile":
             plan = _compile(args)
-            written = _write_compiled(plan, args) if args.out else []
+            written = _write_out(args, lambda out: plan_files(plan, out)) if args.out else []
             out.write(plan.model_dump_json() + "\n" if as_json else _compile_summary(plan, written))
         else:
             bench = _expand(args)
-            written = _write_expanded(bench, args) if args.out else []
+            written = _write_out(args, lambda out: benchmark_files(bench, out)) if args.out else []
             out.write(bench.model_dump_json() + "\n" if as_json else _expand_summary(bench, written))
     except SlurmExtensionError as exc:
         return _fail(exc.with_operation(f"planner.{args.command}"), as_json=as_json, debug=args.debug, err=err)
@@ -238,21 +238,14 @@ def _prepare_out(directory: str, *, force: bool) -> Path:
     return out
 
 
-def _write_files(out: Path, files: Sequence[DryRunFile], *, force: bool) -> list[Path]:
+def _write_out(args: argparse.Namespace, files_for: Callable[[str], Sequence[DryRunFile]]) -> list[Path]:
+    """Write the files ``files_for(out directory)`` renders into ``--out``; the paths written."""
+    out = _prepare_out(args.out, force=args.force)
+    files = files_for(str(out))
     # The store's writer: temporary file, fsync, link or rename; modes of the directory (private unless setgid).
     for name, data in files:
-        write_text_atomic(out / name, data.decode("utf-8"), overwrite=force, operation="")
+        write_text_atomic(out / name, data.decode("utf-8"), overwrite=args.force, operation="")
     return [out / name for name, _ in files]
-
-
-def _write_compiled(plan: ExecutionPlan, args: argparse.Namespace) -> list[Path]:
-    out = _prepare_out(args.out, force=args.force)
-    return _write_files(out, plan_files(plan, str(out)), force=args.force)
-
-
-def _write_expanded(bench: BenchmarkPlan, args: argparse.Namespace) -> list[Path]:
-    out = _prepare_out(args.out, force=args.force)
-    return _write_files(out, benchmark_files(bench, str(out)), force=args.force)
 
 
 # --- summaries --------------------------------------------------------------------------------------------------------
