@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from data_designer.slurm.contracts import (
@@ -32,7 +32,7 @@ from data_designer.slurm.planner import (
 from data_designer.slurm.runtime.facts import read_facts, save_facts
 from data_designer.slurm.runtime.probe import DEFAULT_PROBE_TIMEOUT_S, probe_cluster
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubprocessRunner
-from data_designer.slurm.runtime.store import modes_for, read_text, write_text_atomic
+from data_designer.slurm.runtime.store import modes_for, read_text, system_clock, write_text_atomic
 
 _INIT_OPTIONS = {
     "workspace_root": "--workspace-root",
@@ -118,14 +118,14 @@ def validate_profile(
             selected,
             selected_profile,
             runner=runner,
-            clock=clock or _utc_now,
+            clock=clock or system_clock,
             sleep=sleep or time.sleep,
             probe_id=probe_id,
             timeout_s=DEFAULT_PROBE_TIMEOUT_S if probe_timeout_s is None else probe_timeout_s,
         )
         if not report.passed:
             raise ProbeFailedError(report, operation="profile.validate", file=str(path))
-        now = clock or _utc_now
+        now = clock or system_clock
         facts = read_facts(SlurmScheduler(runner, clock=now), now)
         save_facts(selected_profile.workspace_root, facts, modes_for(selected_profile.workspace_sharing), now)
     return ProfileValidation(
@@ -135,10 +135,6 @@ def validate_profile(
         clusters=tuple(_summary(name, loaded.clusters[name], name == selected) for name in loaded.cluster_names()),
         probe=report,
     )
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def init_profile(
