@@ -29,8 +29,8 @@ from data_designer.slurm.runtime.images import IMAGE_TOOLS, ImportPaths, finish_
 from data_designer.slurm.runtime.scheduler import CommandResult, SubprocessRunner
 from data_designer.slurm.runtime.store import RecordOk, read_record
 from data_designer.slurm.runtime.testing import FakeSlurm, build_squashfs, squashfs_tools_missing, write_root_fs
-from data_designer.slurm.services.images._workspace import Workspace, open_workspace
 from data_designer.slurm.services.images._import import import_state, submit_import
+from data_designer.slurm.services.images._workspace import Workspace, open_workspace
 
 REFERENCE = "docker://nvcr.io#nvidia/pytorch:24.05-py3"
 GRACE_S = 60.0
