@@ -62,7 +62,7 @@ from data_designer.slurm.contracts.records import (
     SeedRewrite,
 )
 from data_designer.slurm.runtime.facts import save_facts
-from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import SINCE_SLACK, Rules
 from data_designer.slurm.runtime.store import (
     BenchmarkLayout,
@@ -149,7 +149,7 @@ def run_benchmark(
     inputs = read_benchmark_inputs(bench_path, operation=_OPERATION)
     profile_path, cluster_name, cluster_profile = ctx.selected
     modes = modes_for(cluster_profile.workspace_sharing)
-    counting = CountingRunner(runner if runner is not None else SubprocessRunner(env=environ, umask=modes.umask))
+    counting = CountingRunner(ctx.submitting_runner(modes.umask))
     scheduler = SlurmScheduler(counting, clock=clock)
     submitting = ctx.submitting_environment
 

@@ -42,7 +42,8 @@ class ServiceContext:
     cluster: str | None
     environ: Mapping[str, str] | None
     """As passed: ``None`` means this process's environment (read when a command runs)."""
-    runner: CommandRunner
+    given_runner: CommandRunner | None
+    """As passed: ``None`` means the Slurm commands on PATH in ``environ`` (:attr:`runner`)."""
     clock: Clock
     rules: Rules
 
@@ -59,13 +60,18 @@ class ServiceContext:
     ) -> ServiceContext:
         """The context of a call that passed these keyword arguments (every service takes the same ones)."""
         return cls(
-            profile=profile,
-            cluster=cluster,
-            environ=environ,
-            runner=runner if runner is not None else SubprocessRunner(env=environ),
-            clock=clock,
-            rules=rules or Rules(),
+            profile=profile, cluster=cluster, environ=environ, given_runner=runner, clock=clock, rules=rules or Rules()
         )
+
+    @cached_property
+    def runner(self) -> CommandRunner:
+        """The injected runner, else the Slurm commands on PATH in ``environ`` (made on first use)."""
+        return self.given_runner if self.given_runner is not None else SubprocessRunner(env=self.environ)
+
+    def submitting_runner(self, umask: int) -> CommandRunner:
+        """The runner for ``sbatch``: the injected one, else one that hands the workspace's ``umask`` to the job
+        (Slurm creates ``slurm-*.out`` with it)."""
+        return self.given_runner if self.given_runner is not None else SubprocessRunner(env=self.environ, umask=umask)
 
     @cached_property
     def selected(self) -> SelectedCluster:

@@ -58,7 +58,7 @@ from data_designer.slurm.planner import (
     load_run,
 )
 from data_designer.slurm.runtime.facts import save_facts
-from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubmissionRefused, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubmissionRefused
 from data_designer.slurm.runtime.status import SINCE_SLACK
 from data_designer.slurm.runtime.store import (
     Clock,
@@ -118,9 +118,7 @@ def execute_run(
     """
     ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock)
     profile_path, cluster_name, cluster_profile = ctx.selected
-    umask = modes_for(cluster_profile.workspace_sharing).umask  # Slurm creates slurm-*.out with sbatch's umask
-    runner = runner if runner is not None else SubprocessRunner(env=environ, umask=umask)
-    scheduler = SlurmScheduler(runner, clock=clock)
+    scheduler = SlurmScheduler(ctx.submitting_runner(modes_for(cluster_profile.workspace_sharing).umask), clock=clock)
     submitting = ctx.submitting_environment
     if run_id is not None:
         return _resume(RunId.parse(run_id), cluster_profile, scheduler, clock, submitting)
