@@ -49,11 +49,13 @@ def _fields(argv: tuple[str, ...]) -> set[str]:
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_no_golden_plan_puts_a_key_on_a_server_argv(name: str) -> None:
     plan: ExecutionPlan = cases.compile_case(name)
+    values = {"host": "10.0.0.7", "port": "8123", "master_addr": "10.0.0.7", "master_port": "29500"}
     for replica in plan.allocation.replicas:
-        assert _fields(replica.argv) <= SERVER_BOUND_NAMES, replica.argv
-        assert "--api-key" not in replica.argv
-        bound = bind_argv(replica.argv, {"host": "10.0.0.7", "port": "8123"})
-        assert not any("api-key" in element or "api_key" in element for element in bound), bound
+        for argv in (replica.argv, *replica.rank_argv):
+            assert _fields(argv) <= SERVER_BOUND_NAMES, argv
+            assert "--api-key" not in argv
+            bound = bind_argv(argv, values)
+            assert not any("api-key" in element or "api_key" in element for element in bound), bound
 
 
 def test_the_goldens_include_replicas_that_need_a_key() -> None:
@@ -70,17 +72,21 @@ def test_the_goldens_include_replicas_that_need_a_key() -> None:
     assert all(r.requires_api_key for r in every)
 
 
-def test_a_remote_vllm_replica_has_the_same_argv_as_a_loopback_one() -> None:
+def test_no_vllm_argv_carries_a_key_on_one_node_or_several() -> None:
     deployment = VllmDeployment.model_validate(
         {"engine": "vllm", "model": "/m/llama", "tensor_parallel": 8, "engine_args": {"max-num-seqs": 4}}
     )
     problems: list[Problem] = []
-    remote = vllm_argv("writer", deployment, remote=True, problems=problems)
-    loopback = vllm_argv("writer", deployment, remote=False, problems=problems)
+    one, no_ranks = vllm_argv("writer", deployment, nodes=1, version=None, problems=problems)
+    head, ranks = vllm_argv("writer", deployment, nodes=2, version=None, problems=problems)
     assert problems == []
-    assert remote == loopback
-    assert "--api-key" not in remote
-    assert _fields(remote) == {"host", "port"}
+    assert no_ranks == ()
+    assert ranks[0] == head
+    assert len(ranks) == 2
+    for argv in (one, *ranks):
+        assert not any("api-key" in element or "api_key" in element for element in argv), argv
+    assert _fields(one) == {"host", "port"}
+    assert all(_fields(rank) == {"host", "port", "master_addr", "master_port"} for rank in ranks)
     assert (VLLM_API_KEY_ENV, SERVER_API_KEY_ENV) == ("VLLM_API_KEY", "DDSLURM_SERVER_API_KEY")
 
 

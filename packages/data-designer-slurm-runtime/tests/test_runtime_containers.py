@@ -128,9 +128,11 @@ def check_golden(name: str, argv: list[str]) -> None:
 def replica_argv(runtime: Runtime, alias: str, *, launcher: Path = LAUNCHER) -> list[str]:
     plan = container_plan(runtime)
     site = dataclasses.replace(container_site(plan, LAYOUT), launcher=launcher)
-    return srun_argv(replica_of(plan, alias), python=PYTHON, port_dir=PORT_DIR, environ=JOB_ENV, site=site)
+    replica = replica_of(plan, alias)
+    return srun_argv(replica, python=PYTHON, port_dir=PORT_DIR, environ=JOB_ENV, site=site, master_addr=MASTER_ADDR)
 
 
+MASTER_ADDR = "10.0.0.2"
 REPLICA_CASES = {"gpu": "writer", "cpu": "tools", "multinode": "big"}
 CLIENT_ARGV = bind_argv(container_plan("pyxis").allocation.client.argv, {"shard": "0", "attempt": "1"})
 
@@ -171,8 +173,10 @@ def test_pyxis_runs_the_whole_step_in_the_image_with_the_standalone_launcher() -
             "/shared/ws:/shared/ws",
         ]
     )
-    # The server argv template follows unchanged: the launcher binds it inside the container.
-    assert argv[argv.index("--") + 1 :] == list(replica_of(container_plan("pyxis"), "big").argv)
+    # Every rank's server argv template follows unchanged: the launcher binds it inside the container.
+    ranks = json.loads(argv[argv.index("--rank-templates") + 1])
+    assert ranks == [list(rank) for rank in replica_of(container_plan("pyxis"), "big").rank_argv]
+    assert argv[argv.index("--master-addr") + 1] == MASTER_ADDR
 
 
 def test_apptainer_wraps_the_server_argv_and_the_launcher_binds_through_it() -> None:

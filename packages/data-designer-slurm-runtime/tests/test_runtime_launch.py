@@ -79,6 +79,7 @@ ANY_ZONE = st.datetimes(
     step_gpus=OPTIONAL,
     cuda=OPTIONAL,
     pid=st.integers(1, 2**31),
+    master_port=st.none() | st.integers(1, 65535),
     probed_at=UTC_TIMES,
     written_at=ANY_ZONE,
 )
@@ -92,6 +93,7 @@ def test_the_record_bytes_are_the_runtime_s(
     step_gpus: str | None,
     cuda: str | None,
     pid: int,
+    master_port: int | None,
     probed_at: datetime,
     written_at: datetime,
 ) -> None:
@@ -106,6 +108,7 @@ def test_the_record_bytes_are_the_runtime_s(
         "step_gpus": step_gpus,
         "cuda_visible_devices": cuda,
         "pid": pid,
+        "master_port": master_port,
     }
     expected, _ = encode_record(PORT_SCHEMA, PortRecord(**fields, probed_at=probed_at), written_at=written_at)
     payload = {**fields, "probed_at": _launch.format_datetime(probed_at)}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt
+from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt, model_validator
 
 from data_designer.slurm.contracts._cluster_facts import PartitionFacts
 from data_designer.slurm.contracts._errors import Problem
@@ -143,7 +143,15 @@ class ReplicaPlan(BaseModel):
     argv: tuple[str, ...] = Field(
         description="Exact argv template: '{host}' and '{port}' are bound in the allocation (bind probe); a per-attempt "
         "key travels only in the environment (DDSLURM_SERVER_API_KEY; vLLM reads VLLM_API_KEY); '{{' and '}}' are "
-        "literal braces (the planner's bind_argv)."
+        "literal braces (the planner's bind_argv). A replica that spans nodes runs one argv per node rank "
+        "('rank_argv'); this is its rank 0's."
+    )
+    rank_argv: tuple[tuple[str, ...], ...] = Field(
+        default=(),
+        description="A vLLM replica that spans nodes: the argv template of each node rank (index = rank = the "
+        "step's task on that node; rank 0 serves the API, the others run '--headless'), which also holds "
+        "'{master_addr}' (the step's first node, resolved in the allocation) and '{master_port}' (probed there by "
+        "rank 0's launcher). Empty: every task of the step runs 'argv'.",
     )
     environment: dict[str, str] = Field(description="Variables set for the server (values planned here, no secrets).")
     pass_environment: tuple[str, ...] = Field(
@@ -160,6 +168,24 @@ class ReplicaPlan(BaseModel):
     health_path: str
     startup_timeout_s: PositiveInt
     image: ImagePlan | None = None
+
+    @model_validator(mode="after")
+    def _ranks_match(self) -> ReplicaPlan:
+        if self.rank_argv:
+            if self.rank_argv[0] != self.argv:
+                raise ValueError("rank_argv[0] must be argv (rank 0's argv)")
+            if self.node_indices is not None and len(self.rank_argv) != len(self.node_indices):
+                raise ValueError(f"rank_argv has {len(self.rank_argv)} ranks for {len(self.node_indices)} nodes")
+        return self
+
+    @property
+    def ranks(self) -> int:
+        """Tasks of the replica's step: one per node."""
+        return len(self.node_indices) if self.node_indices else 1
+
+    def argv_of_rank(self, rank: int) -> tuple[str, ...]:
+        """The argv template task ``rank`` of the step runs."""
+        return self.rank_argv[rank] if self.rank_argv else self.argv
 
 
 class EndpointPlan(BaseModel):

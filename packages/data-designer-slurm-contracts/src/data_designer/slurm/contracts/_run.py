@@ -88,6 +88,12 @@ class VllmDeployment(BaseModel):
         default_factory=dict, description="Extra 'vllm serve' flags without leading dashes, e.g. {max-num-seqs: 256}."
     )
     image: PrintableText | None = Field(default=None, description="Container image: a registered name or a path.")
+    vllm_version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$")] | None = Field(
+        default=None,
+        description="The vLLM release the compute nodes run (e.g. 0.33.0), for a native install: the engine args are "
+        "checked against that release's 'vllm serve'. A registered image's inspected vLLM is used instead when it "
+        "has one (and must agree). Neither: the flags every supported release accepts.",
+    )
     startup_timeout_s: PositiveInt = 1800
     environment: tuple[EnvVarName, ...] = Field(default=(), strict=False)
 

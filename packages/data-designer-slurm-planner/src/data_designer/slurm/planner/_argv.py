@@ -2,7 +2,8 @@
 
 Every argv in a plan is a ``str.format``-style template over a fixed set of names bound inside
 the allocation: ``{host}`` and ``{port}`` for servers (:data:`SERVER_BOUND_NAMES`; the port is
-probed), ``{shard}`` and ``{attempt}`` for the client (:data:`CLIENT_BOUND_NAMES`). Every brace of
+probed), plus ``{master_addr}`` and ``{master_port}`` in the rank argvs of a replica that spans nodes,
+``{shard}`` and ``{attempt}`` for the client (:data:`CLIENT_BOUND_NAMES`). Every brace of
 authored text is doubled, so :func:`bind_argv` gives back authored text byte for byte, whatever it
 holds. No argv ever passes through a shell.
 
@@ -11,6 +12,13 @@ No argv carries a secret: an argv is readable by every user of a node (``/proc/<
 in the variable :data:`SERVER_API_KEY_ENV`; a vLLM replica reads it from ``VLLM_API_KEY``
 (:data:`VLLM_API_KEY_ENV`), which the replica's launcher sets from that variable, so the planner
 writes no ``--api-key`` flag.
+
+**A vLLM replica that spans nodes** runs as vLLM documents it for its multiprocessing backend: one
+``vllm serve`` per node, each with ``--distributed-executor-backend mp --nnodes N --node-rank R
+--master-addr {master_addr} --master-port {master_port}``, where rank 0 serves the API and every
+other rank adds ``--headless``. The plan holds each rank's argv (``ReplicaPlan.rank_argv``); the
+launcher of the step's task ``R`` execs rank ``R``'s, binding the address of the step's first node
+(resolved by the supervisor in the allocation) and the rendezvous port rank 0's launcher probed.
 
 A ``command`` deployment's argv is itself a template: ``{host}`` and ``{port}`` stay for the
 allocation; ``{model}``, ``{gpus}`` (the replica's GPU count), ``{served_name}`` (the alias) and
@@ -34,7 +42,7 @@ SERVER_API_KEY_ENV = "DDSLURM_SERVER_API_KEY"
 """The variable the allocation sets to a per-attempt key for replicas that listen beyond loopback."""
 VLLM_API_KEY_ENV = "VLLM_API_KEY"
 """The variable vLLM's OpenAI-compatible server reads its API key from (set by the launcher, never on argv)."""
-SERVER_BOUND_NAMES = frozenset({"host", "port"})
+SERVER_BOUND_NAMES = frozenset({"host", "port", "master_addr", "master_port"})
 CLIENT_BOUND_NAMES = frozenset({"shard", "attempt"})
 
 _FORMATTER = string.Formatter()
@@ -63,14 +71,18 @@ def _problem(code: str, key_path: KeyPath, message: str, hint: str) -> Problem:
     return Problem(code=code, key_path=key_path, message=message, hint=hint)
 
 
-def vllm_argv(alias: str, deployment: VllmDeployment, *, remote: bool, problems: list[Problem]) -> tuple[str, ...]:
-    """``vllm serve MODEL`` with the flags the runtime controls, then the engine args (authored braces doubled).
+def vllm_argv(
+    alias: str, deployment: VllmDeployment, *, nodes: int, version: str | None, problems: list[Problem]
+) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """(argv, rank argvs): ``vllm serve MODEL`` with the flags the runtime controls, then the engine args (authored
+    braces doubled), checked against the ``vllm serve`` of ``version`` (a key of the flag data; ``None``: every
+    supported version). ``nodes`` > 1: one argv per node rank (see the module docstring); else no rank argvs.
 
-    ``remote`` (the replica listens beyond loopback) changes nothing here: its key reaches vLLM as
-    ``VLLM_API_KEY`` in the environment, never as ``--api-key`` on the argv.
+    Whether the replica listens beyond loopback changes nothing here: its key reaches vLLM as ``VLLM_API_KEY`` in
+    the environment, never as ``--api-key`` on the argv.
     """
     path = ("deployments", alias, "engine_args")
-    found = check_engine_args(deployment.engine_args, path=path)
+    found = check_engine_args(deployment.engine_args, path=path, version=version)
     problems.extend(found)
     if deployment.model.startswith("-"):
         problems.append(
@@ -96,9 +108,22 @@ def vllm_argv(alias: str, deployment: VllmDeployment, *, remote: bool, problems:
         "--served-model-name",
         escape_braces(alias),
     ]
-    if not found:
-        argv += [escape_braces(word) for word in render_engine_args(deployment.engine_args, path=path)]
-    return tuple(argv)
+    engine = (
+        [escape_braces(word) for word in render_engine_args(deployment.engine_args, path=path)] if not found else []
+    )
+    if nodes <= 1:
+        return (*argv, *engine), ()
+    ranks = tuple((*argv, *multi_node_flags(nodes, rank), *engine) for rank in range(nodes))
+    return ranks[0], ranks
+
+
+def multi_node_flags(nodes: int, rank: int) -> tuple[str, ...]:
+    """What rank ``rank`` of a vLLM replica over ``nodes`` nodes adds to the fixed flags (all in ``MULTI_NODE_FLAGS``)."""
+    flags = (
+        *("--distributed-executor-backend", "mp", "--nnodes", str(nodes), "--node-rank", str(rank)),
+        *("--master-addr", "{master_addr}", "--master-port", "{master_port}"),
+    )
+    return (*flags, "--headless") if rank else flags
 
 
 def command_argv(alias: str, deployment: CommandDeployment, *, gpus: int, problems: list[Problem]) -> tuple[str, ...]:

@@ -16,6 +16,8 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from packaging.version import Version
+
 from data_designer.slurm.contracts import (
     AllocationPlan,
     ClientPlan,
@@ -52,6 +54,7 @@ from data_designer.slurm.planner._limits import run_limit_problems
 from data_designer.slurm.planner._model_names import model_mismatches, served_model
 from data_designer.slurm.planner._sbatch import ScriptRequest, render_script, slurm_path_problems
 from data_designer.slurm.planner._sbatch_options import resolve_sbatch_options
+from data_designer.slurm.planner._vllm import SUPPORTED_VLLM, is_supported_vllm_version, serve_flag_versions
 
 SIGNAL_SLACK_S = 60
 """Slurm may deliver the warning signal up to this much earlier than asked."""
@@ -373,8 +376,11 @@ def _replicas(
         deployment = run.deployments[alias]
         placement = placements[position] if placements is not None else None
         remote = placement is None or placement.node_indices != (0,)
+        rank_argv: tuple[tuple[str, ...], ...] = ()
         if isinstance(deployment, VllmDeployment):
-            argv = vllm_argv(alias, deployment, remote=remote, problems=problems.items)
+            nodes = len(placement.node_indices) if placement is not None else 1
+            version = images.vllm_flags_version(alias, deployment, problems)
+            argv, rank_argv = vllm_argv(alias, deployment, nodes=nodes, version=version, problems=problems.items)
             cpus, health = deployment.cpus_per_replica, "/health"
         else:
             argv = command_argv(alias, deployment, gpus=gpus, problems=problems.items)
@@ -392,6 +398,7 @@ def _replicas(
                 cpus=cpus,
                 memory_mb=deployment.memory_gb_per_replica * MB_PER_GB,
                 argv=argv,
+                rank_argv=rank_argv,
                 environment=dict(base_env),
                 pass_environment=tuple(dict.fromkeys([*profile.environment, *deployment.environment])),
                 bind="all" if remote else "loopback",
@@ -422,6 +429,41 @@ class _Images:
         self.problems = problems
         self.unresolved = unresolved
         self.warnings = warnings
+
+    def vllm_flags_version(self, alias: str, deployment: VllmDeployment, problems: _Problems) -> str | None:
+        """The release whose ``vllm serve`` flags the deployment's engine args are checked against (a key of the
+        flag data): the registered image's inspected vLLM, else the stated ``vllm_version``; None: neither is known
+        (then the flags every supported release accepts). A stated version that is unsupported, or that disagrees
+        with the image's, is a problem."""
+        key_path: KeyPath = ("deployments", alias, "vllm_version")
+        stated = deployment.vllm_version
+        if stated is not None and not is_supported_vllm_version(stated):
+            problems.add(
+                "vllm_version_unsupported",
+                key_path,
+                f"vllm_version {stated} is not a supported vLLM release ({SUPPORTED_VLLM})",
+                f"install a vLLM release in {SUPPORTED_VLLM} on the compute nodes and state it, or remove the key",
+            )
+            stated = None
+        inspected = self._inspected_vllm(deployment.image)
+        if stated is not None and inspected is not None and _release_line(stated) != _release_line(inspected):
+            problems.add(
+                "vllm_version_mismatch",
+                key_path,
+                f"vllm_version {stated} disagrees with the vLLM the image {excerpt(str(deployment.image))} holds "
+                f"({inspected})",
+                "remove vllm_version (the image's vLLM is used), or name an image that holds that release",
+            )
+        installed = inspected if inspected is not None and is_supported_vllm_version(inspected) else stated
+        return serve_flags_version_for(installed) if installed is not None else None
+
+    def _inspected_vllm(self, reference: str | None) -> str | None:
+        if reference is None or reference.startswith("/") or self.registry is None:
+            return None
+        record = self.registry.get(reference)
+        if record is None or record.versions is None:
+            return None
+        return record.versions.get("vllm")
 
     def resolve(
         self, reference: str | None, key_path: KeyPath, *, serving: tuple[str, bool] | None = None
@@ -464,6 +506,15 @@ class _Images:
         if warning is not None:
             self.warnings.append(warning)
         return ImagePlan(reference=reference, path=record.path, digest=record.digest, runtime=runtime)
+
+
+def serve_flags_version_for(installed: str) -> str | None:  # TEMPORARY until _vllm has it
+    return next((v for v in serve_flag_versions() if _release_line(v) == _release_line(installed)), None)
+
+
+def _release_line(version: str) -> tuple[int, ...]:
+    """``0.33.1+cu129`` -> ``(0, 33)``: releases of one minor line share their ``vllm serve`` flags."""
+    return Version(version).release[:2]
 
 
 def _launcher(

@@ -15,6 +15,12 @@ it shares with the rest of the project byte for byte (tests hold it to them): th
 ``bind_argv``, the canonical JSON of ``planner/_digest.py`` and the write-once record protocol of
 ``runtime/store/_record_io.py`` (temporary file, fsync, ``link(2)``, fsync of the directory).
 
+A replica that spans nodes (``--rank-templates``: one argv template per node rank, the step's task
+``SLURM_PROCID`` running its own) also needs a rendezvous: rank 0's launcher probes a second free
+port, the **master port**, and publishes it in its port record; every other rank's launcher waits
+(up to ``--join-timeout-s``) for that record and takes the port from it. ``{master_addr}`` is the
+step's first node as the supervisor resolved it (``--master-addr``), ``{master_port}`` that port.
+
 Between closing the probe socket and the server binding the port, another process could take it;
 the server then fails to bind and exits, which the supervisor reports with the server's log tail.
 """
@@ -31,6 +37,7 @@ import socket
 import stat
 import string
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -56,10 +63,51 @@ def port_record_name(alias: str, replica: int, task: int) -> str:
 
 def probe_port(host: str) -> int:
     """A port that is free on ``host`` of this node right now (bind port 0, read it back, close)."""
+    return probe_ports(host, 1)[0]
+
+
+def probe_ports(host: str, count: int) -> tuple[int, ...]:
+    """``count`` distinct ports free on ``host`` right now (all held open together while probing, then closed)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            probe = stack.enter_context(socket.socket(family, socket.SOCK_STREAM))
+            probe.bind((host, 0))
+            ports.append(int(probe.getsockname()[1]))
+    return tuple(ports)
+
+
+def wait_for_master_port(path: str, timeout_s: float, *, interval_s: float = 0.2) -> int:
+    """The master port rank 0's launcher published in its port record at ``path`` (TimeoutError after ``timeout_s``).
+
+    The record is checked as the store reads it: schema, checksum over the canonical envelope, a positive port.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        port = _master_port_in(path)
+        if port is not None:
+            return port
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"rank 0 published no master port in {path!r} within {timeout_s:g}s")
+        time.sleep(interval_s)
+
+
+def _master_port_in(path: str) -> int | None:
+    try:
+        with open(path, "rb") as stream:
+            body = json.loads(stream.read(64 * 1024))
+    except (OSError, ValueError):
+        return None  # not there yet (or not complete: records appear by link(2), whole)
+    if not isinstance(body, dict) or body.get("schema_name") != PORT_SCHEMA_NAME:
+        raise ValueError(f"{path!r} is not a port record")
+    checksum = body.pop("checksum", None)
+    if checksum != hashlib.sha256(canonical_json(body)).hexdigest():
+        raise ValueError(f"{path!r} fails its checksum")
+    payload = body.get("payload")
+    port = payload.get("master_port") if isinstance(payload, dict) else None
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise ValueError(f"{path!r} holds no master port")
     return port
 
 
@@ -162,18 +210,50 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--alias", required=True)
     parser.add_argument("--replica", type=int, required=True)
     parser.add_argument("--bind-host", required=True)
+    parser.add_argument("--rank-templates", help="JSON: one server argv template per node rank (instead of '--')")
+    parser.add_argument("--master-addr", help="the step's first node: what {master_addr} binds to")
+    parser.add_argument("--join-timeout-s", type=float, default=600.0, help="how long a rank > 0 waits for rank 0")
     parser.add_argument("template", nargs=argparse.REMAINDER, help="-- then the server argv template")
     return parser
+
+
+def _templates(args: argparse.Namespace) -> list[list[str]]:
+    template = args.template[1:] if args.template[:1] == ["--"] else args.template
+    if args.rank_templates is None:
+        if not template:
+            raise ValueError("no server argv after '--'")
+        return [template]
+    if template:
+        raise ValueError("give the server argv either after '--' or as --rank-templates, not both")
+    ranks = json.loads(args.rank_templates)
+    if not (
+        isinstance(ranks, list)
+        and ranks
+        and all(isinstance(r, list) and r and all(isinstance(w, str) for w in r) for r in ranks)
+    ):
+        raise ValueError("--rank-templates is not a JSON list of argv templates")
+    if args.master_addr is None:
+        raise ValueError("--rank-templates needs --master-addr")
+    return ranks
 
 
 def launch(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str, ...]:
     """Probe, publish the port record, and return the bound server argv to exec."""
     args = _parser().parse_args(list(argv))
-    template = args.template[1:] if args.template[:1] == ["--"] else args.template
-    if not template:
-        raise ValueError("no server argv after '--'")
+    templates = _templates(args)
     task = int(environ.get("SLURM_PROCID", "0") or "0")
-    port = probe_port(args.bind_host)
+    if args.rank_templates is not None and not 0 <= task < len(templates):
+        raise ValueError(f"task {task} has no rank template ({len(templates)} ranks)")
+    template = templates[task] if args.rank_templates is not None else templates[0]
+    spans_nodes = args.rank_templates is not None and len(templates) > 1
+    master_port: int | None = None
+    if spans_nodes and task == 0:
+        port, master_port = probe_ports(args.bind_host, 2)
+    else:
+        port = probe_port(args.bind_host)
+    if spans_nodes and task > 0:
+        head = os.path.join(args.port_dir, port_record_name(args.alias, args.replica, 0))
+        master_port = wait_for_master_port(head, args.join_timeout_s)
     payload = {
         "alias": args.alias,
         "replica": args.replica,
@@ -186,12 +266,17 @@ def launch(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str, ...]:
         "cuda_visible_devices": environ.get("CUDA_VISIBLE_DEVICES"),
         "pid": os.getpid(),
         "probed_at": format_datetime(datetime.now(_UTC)),
+        "master_port": master_port,
     }
     data = record_bytes(PORT_SCHEMA_NAME, PORT_SCHEMA_VERSION, payload, datetime.now(_UTC))
     path = os.path.join(args.port_dir, port_record_name(args.alias, args.replica, task))
     if not publish_once(path, data):
         raise FileExistsError(f"{path!r} already exists: the attempt directory was reused")
     values = {"host": args.bind_host, "port": str(port), "api_key": environ.get(SERVER_API_KEY_ENV, "")}
+    if args.master_addr is not None:
+        values["master_addr"] = args.master_addr
+    if master_port is not None:
+        values["master_port"] = str(master_port)
     return bind_argv(template, values)
 
 

@@ -28,6 +28,11 @@ class PortRecord(BaseModel):
     cuda_visible_devices: str | None = None
     pid: PositiveInt
     probed_at: AwareDatetime
+    master_port: PositiveInt | None = Field(
+        default=None,
+        description="Rank 0 of a replica that spans nodes: the rendezvous port it probed for the other ranks "
+        "('--master-port'); they wait for this record and take it from here.",
+    )
 
 
 PORT_SCHEMA: RecordSchema[PortRecord] = RecordSchema("replica-port", 1, PortRecord)

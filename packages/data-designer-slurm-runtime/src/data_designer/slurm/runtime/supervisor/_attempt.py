@@ -296,7 +296,11 @@ class Supervisor:
         site = container_site(self.plan, self.layout)
         for plan in self.plan.allocation.replicas:
             self._check_stop()
-            argv = srun_argv(plan, python=sys.executable, port_dir=port_dir, environ=self.environ, site=site)
+            first = nodes_of(plan)[0]
+            address = LOOPBACK if plan.bind == "loopback" else self.addresses[first]
+            argv = srun_argv(
+                plan, python=sys.executable, port_dir=port_dir, environ=self.environ, site=site, master_addr=address
+            )
             log = self.layout.log_file(self.task.shard, self.task.attempt, log_step(plan))
             started, monotonic = self.clock(), time.monotonic()
             try:
@@ -307,8 +311,6 @@ class Supervisor:
                 raise AttemptEnded(
                     "server_failed_to_start", f"cannot run {argv[0]!r} for {plan.alias}-r{plan.replica}: {exc}"
                 ) from exc
-            first = nodes_of(plan)[0]
-            address = LOOPBACK if plan.bind == "loopback" else self.addresses[first]
             nodes = tuple(self.nodes[i] for i in nodes_of(plan))
             self.replicas.append(ReplicaProcess(plan, process, log, nodes, address, started, monotonic))
             self.say(f"started {plan.alias}-r{plan.replica} on {','.join(nodes)}: {' '.join(argv[:11])} ...")

@@ -68,10 +68,14 @@ def srun_argv(
     port_dir: Path,
     environ: Mapping[str, str],
     site: ContainerSite | None = None,
+    master_addr: str | None = None,
 ) -> list[str]:
     """The ``srun`` command line of one replica's step (the launcher, then the server's argv template).
 
     A replica with an image runs in it (``_containers``), which needs ``site``: the run's workspace and directory.
+    A replica with rank argvs (one per node: a vLLM replica that spans nodes) hands the launcher all of them
+    (``--rank-templates``, JSON), the address of its first node (``master_addr``) and its startup budget as the
+    time a rank waits for rank 0.
     """
     parts = replica_step_parts(replica, python=python, launch_module=LAUNCH_MODULE, site=site)
     nodes = nodes_of(replica)
@@ -90,7 +94,13 @@ def srun_argv(
     argv += step_limits(gpus_per_node=replica.gpus_per_node, memory_mb=replica.memory_mb, environ=environ)
     argv += [*parts.srun_options, *parts.launcher, "--port-dir", str(port_dir)]
     argv += ["--alias", replica.alias, "--replica", str(replica.replica), "--bind-host", bind_host(replica)]
-    return [*argv, "--", *parts.template_prefix, *replica.argv]
+    if not replica.rank_argv:
+        return [*argv, "--", *parts.template_prefix, *replica.argv]
+    if master_addr is None:
+        raise ValueError(f"{step_name(replica)} spans nodes: its step needs the address of its first node")
+    ranks = [[*parts.template_prefix, *rank] for rank in replica.rank_argv]
+    argv += ["--master-addr", master_addr, "--join-timeout-s", str(replica.startup_timeout_s)]
+    return [*argv, "--rank-templates", json.dumps(ranks, ensure_ascii=False, separators=(",", ":"))]
 
 
 def bind_host(replica: ReplicaPlan) -> str:
