@@ -29,11 +29,11 @@ FERN = ROOT / "fern"
 EXAMPLES = FERN / "examples"
 PROFILE = EXAMPLES / "profile.yaml"
 
-RUNS = {"run.yaml": "lab", "run-containers.yaml": "pyxis"}
+RUNS = {"run.yaml": "lab", "run-containers.yaml": "pyxis", "run-multi-node.yaml": "lab"}
 """Run examples and the cluster of the example profile their page plans them on."""
 BENCHMARKS = {"benchmark.yaml": "lab"}
 BAD = {"bad-run.yaml": "run", "bad-benchmark.yaml": "benchmark"}
-PAGES = ("runs.mdx", "benchmarks.mdx")
+PAGES = ("runs.mdx", "benchmarks.mdx", "serving.mdx")
 """The pages whose ``check: file`` blocks are these examples (other pages may show other files of the same name)."""
 
 
