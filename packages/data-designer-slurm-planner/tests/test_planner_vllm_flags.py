@@ -6,6 +6,7 @@ The flag lists were extracted from the released wheels by ``scripts/extract-vllm
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -87,16 +88,132 @@ def test_data_file_records_its_origin() -> None:
         assert "vllm/entrypoints/cli/serve.py" in origin["files"]
 
 
-def test_flag_lists_are_sorted_options_with_known_landmarks() -> None:
-    for version, flags in _data()["versions"].items():
-        assert flags == sorted(set(flags)), version
-        assert all(re.fullmatch(r"--?[a-z0-9][a-z0-9-]*", f) for f in flags), version
-        # Cross-checked against vLLM's serve argument docs; booleans come with their --no- form.
-        for flag in ("--max-num-seqs", "--gpu-memory-utilization", "--max-model-len", "--dtype", "--kv-cache-dtype"):
-            assert flag in flags, (version, flag)
-        for flag in ("--enforce-eager", "--trust-remote-code", "--enable-prefix-caching"):
-            assert {flag, "--no-" + flag[2:]} <= set(flags), (version, flag)
-        assert {"--download-dir", "--help", "-h", "-q"} <= set(flags), version
+INVENTORY = {
+    # Option strings per version (count, sha256 of the sorted strings joined by newlines), as extracted when the
+    # data only listed strings: a new extraction must not gain or lose one.
+    "0.32.0": (430, "dff5724939839c77a13531b96b1ad46ed19f5ac2fea025d5727e04869eeb8b74"),
+    "0.33.0": (485, "cb008ba85a5cfbb3734f22a65c7440ba7a8509ce1483a2dbcd5545da4edde748"),
+}
+
+
+def _strings(version: str) -> list[str]:
+    return [flag for action in _data()["versions"][version] for flag in action["options"]]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_inventory_of_option_strings_is_exact(version: str) -> None:
+    strings = _strings(version)
+    count, digest = INVENTORY[version]
+    assert len(strings) == len(set(strings)) == count, "every option string is in exactly one action"
+    assert hashlib.sha256("\n".join(sorted(strings)).encode()).hexdigest() == digest
+    assert known_serve_flags(version) == frozenset(strings)
+
+
+def test_the_newer_release_only_adds_options() -> None:
+    older, newer = (set(_strings(v)) for v in VERSIONS)
+    assert older < newer
+    assert len(newer - older) == 55
+    assert {"--disable-prefix-caching", "--watchdog-config", "--reasoning-effort-map"} <= newer - older
+
+
+def test_actions_are_sorted_and_their_fields_fit_their_kind() -> None:
+    data = _data()
+    assert data["schema_version"] == 2
+    for version, actions in data["versions"].items():
+        firsts = [a["options"][0] for a in actions]
+        assert firsts == sorted(firsts), version
+        for action in actions:
+            assert all(re.fullmatch(r"--?[a-z0-9][a-z0-9-]*", f) for f in action["options"]), action
+            if action["kind"] == "switch":
+                assert not {"type", "nargs", "choices", "nullable", "dotted"} & set(action), action
+                assert set(action.get("negative", [])) <= set(action["options"][1:]), action
+            elif action["kind"] == "unknown":
+                assert action["why"], action
+            else:
+                assert "type" in action, action
+                assert "negative" not in action, action
+                assert ("nargs" in action) == (action["kind"] == "multi_value"), action
+            if action.get("dotted"):
+                assert action["type"] in {"json", "json_config", "str_or_json"}, action
+            if "choices" in action:
+                assert action.get("type") != "any", action
+                assert "choices_unchecked" not in action, action
+                assert (None in action["choices"]) == action.get("nullable", False), action
+
+
+def _action(version: str, flag: str) -> dict[str, Any]:
+    return next(a for a in _data()["versions"][version] if flag in a["options"])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_landmark_options_take_what_the_vllm_source_says(version: str) -> None:
+    # Read off vllm/engine/arg_utils.py (_compute_kwargs) and the config dataclasses of both releases.
+    assert _action(version, "--max-num-seqs") == {"options": ["--max-num-seqs"], "kind": "value", "type": "int"}
+    assert _action(version, "--enforce-eager") == {
+        "options": ["--enforce-eager", "--no-enforce-eager"],
+        "kind": "switch",
+        "negative": ["--no-enforce-eager"],
+    }
+    assert _action(version, "--disable-log-stats") == {"options": ["--disable-log-stats"], "kind": "switch"}
+    assert _action(version, "-tp")["options"] == ["--tensor-parallel-size", "-tp"]
+    assert _action(version, "--max-model-len")["type"] == "int_with_suffix_or_auto"
+    assert _action(version, "--max-num-batched-tokens")["type"] == "int_with_suffix"
+    assert _action(version, "--gpu-memory-utilization")["options"] == [
+        "--gpu-memory-utilization",
+        "--device-memory-utilization",
+    ]
+    assert _action(version, "--gpu-memory-utilization")["type"] == "float"
+    compilation = _action(version, "--compilation-config")
+    assert compilation["options"] == ["--compilation-config", "-cc"]
+    assert (compilation["type"], compilation["dotted"]) == ("json_config", True)
+    assert _action(version, "--hf-overrides")["type"] == "str_or_json"
+    assert _action(version, "--hf-token")["kind"] == "optional_value"
+    assert _action(version, "--cudagraph-capture-sizes") == {
+        "options": ["--cudagraph-capture-sizes"],
+        "kind": "multi_value",
+        "nargs": "+",
+        "type": "int",
+    }
+    assert _action(version, "--max-num-active-seqs")["nullable"] is True
+    assert _action(version, "--max-lora-rank")["choices"] == [1, 8, 16, 32, 64, 128, 256, 320, 512]
+    assert _action(version, "--dtype")["choices"] == ["auto", "bfloat16", "float", "float16", "float32", "half"]
+    assert _action(version, "--log-level")["choices"] == ["CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", "NOTSET"]
+    assert "pplx" in _action(version, "--all2all-backend")["choices"]
+    assert _action(version, "-h") == {"options": ["-h", "--help"], "kind": "switch"}
+
+
+def test_kv_cache_dtype_has_choices_in_0_32_only() -> None:
+    # 0.32: cache_dtype: CacheDType (a Literal: choices); 0.33: CacheDType | str (a metavar, any text).
+    assert "fp8" in _action("0.32.0", "--kv-cache-dtype")["choices"]
+    assert _action("0.33.0", "--kv-cache-dtype") == {"options": ["--kv-cache-dtype"], "kind": "value", "type": "str"}
+
+
+def test_0_33_pairs_enable_with_disable() -> None:
+    # FlexibleArgumentParser registers EnableDisableAction for BooleanOptionalAction in 0.33.
+    assert _action("0.32.0", "--enable-prefix-caching")["negative"] == ["--no-enable-prefix-caching"]
+    assert _action("0.33.0", "--enable-prefix-caching") == {
+        "options": ["--enable-prefix-caching", "--no-enable-prefix-caching", "--disable-prefix-caching"],
+        "kind": "switch",
+        "negative": ["--no-enable-prefix-caching", "--disable-prefix-caching"],
+    }
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_no_kind_is_unknown_and_the_unmirrored_converters_are_the_expected_ones(version: str) -> None:
+    actions = _data()["versions"][version]
+    assert [a for a in actions if a["kind"] == "unknown"] == []
+    opaque = {a["options"][0] for a in actions if a.get("type") == "any"}
+    expected = {
+        "--device-ids",  # a lambda splitting on commas
+        "--linear-backend",  # lambda s: s.lower().replace("-", "_"), then choices
+        "--moe-backend",
+        "--sparse-indexer-topk-backend",
+        "--log-config-file",  # DeprecatedLogConfigFileAction
+        "--lora-modules",  # LoRAParserAction parses name=path or JSON
+    }
+    assert opaque == expected | ({"--reasoning-parser"} if version == "0.33.0" else set())
+    unchecked = {a["options"][0] for a in actions if a.get("choices_unchecked")}
+    assert unchecked == {"--linear-backend", "--moe-backend", "--sparse-indexer-topk-backend", "--mm-processor-device"}
 
 
 def test_unknown_version_is_an_error_naming_the_known_ones() -> None:
@@ -106,9 +223,9 @@ def test_unknown_version_is_an_error_naming_the_known_ones() -> None:
     assert VERSIONS[-1] in caught.value.info.hint
 
 
-def test_no_version_means_any_supported_version() -> None:
-    union = known_serve_flags()
-    assert union == frozenset().union(*(known_serve_flags(v) for v in VERSIONS))
+def test_no_version_means_every_supported_version() -> None:
+    assert known_serve_flags() == frozenset.intersection(*(known_serve_flags(v) for v in VERSIONS))
+    assert known_serve_flags() == known_serve_flags(VERSIONS[0])
 
 
 @pytest.mark.parametrize(
@@ -140,8 +257,9 @@ def test_valid_engine_args_have_no_problems() -> None:
         "enforce-eager": True,
         "enable-prefix-caching": False,
         "kv-cache-dtype": "fp8",
-        "compilation-config": '{"mode": 3}',
+        "compilation-config.mode": 3,
         "compilation-config.cudagraph_mode": "FULL",
+        "hf-overrides": '{"rope_theta": 1e6}',
     }
     assert check_engine_args(args) == []
 
@@ -234,19 +352,6 @@ def test_every_problem_is_reported_at_once_in_key_order() -> None:
     ]
 
 
-def test_a_flag_only_newer_vllm_accepts_is_known_but_not_to_the_older_one() -> None:
-    newer_only = sorted(known_serve_flags(VERSIONS[-1]) - known_serve_flags(VERSIONS[0]))
-    long_positive = [
-        f for f in newer_only if f.startswith("--") and not f.startswith(("--no-", "--disable-", "--enable-"))
-    ]
-    assert long_positive, "the newest supported vLLM adds flags"
-    key = long_positive[0][2:]
-    [problem] = check_engine_args({key: "x"}, version=VERSIONS[0])
-    assert problem.code == "engine_arg_unknown"
-    assert f"vllm {VERSIONS[0]}" in problem.message
-    assert check_engine_args({key: "x"}) == []
-
-
 # -- rendering ------------------------------------------------------------------------------------------------------
 
 
@@ -313,10 +418,18 @@ def test_rendering_raises_one_error_with_every_problem() -> None:
     assert [p.code for p in caught.value.problems] == ["engine_arg_unknown", "engine_arg_controlled"]
 
 
-_VALUED = st.dictionaries(
-    st.sampled_from(["max-num-seqs", "gpu-memory-utilization", "kv-cache-dtype", "seed", "compilation-config"]),
-    st.one_of(st.integers(-(2**40), 2**40), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20)),
-    max_size=5,
+_JSON_OBJECTS = st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3).map(json.dumps)
+_FINITE = st.floats(allow_nan=False, allow_infinity=False)
+_VALUED = st.fixed_dictionaries(
+    {},
+    optional={
+        "max-num-seqs": st.integers(-(2**40), 2**40),
+        "gpu-memory-utilization": _FINITE | st.integers(-(2**40), 2**40),
+        "kv-cache-dtype": st.sampled_from(["auto", "fp8", "bfloat16"]),
+        "seed": st.integers(-(2**40), 2**40) | st.integers(-(2**40), 2**40).map(str),
+        "compilation-config": _JSON_OBJECTS,
+        "chat-template": st.text(max_size=20) | st.integers() | _FINITE,
+    },
 )
 _SWITCHES = st.dictionaries(
     st.sampled_from(["enforce-eager", "trust-remote-code", "enable-prefix-caching"]),
@@ -327,7 +440,7 @@ _SWITCHES = st.dictionaries(
 
 @given(_VALUED, _SWITCHES, st.randoms(use_true_random=False))
 def test_rendering_is_deterministic_under_reordering(
-    valued: dict[str, EngineArgValue], switches: dict[str, EngineArgValue], rng: random.Random
+    valued: dict[str, Any], switches: dict[str, EngineArgValue], rng: random.Random
 ) -> None:
     args = {**valued, **switches}
     items = list(args.items())
