@@ -709,3 +709,195 @@ def benchmarks(session: nox.Session) -> None:
         session.error("benchmarks/run.py does not exist yet (the benchmarks are written separately)")
     _sync(session)
     _uv_run(session, "python", str(runner.relative_to(ROOT)), "--quick", *session.posargs)
+
+
+# --- the real vLLM parser: every argv the planner renders, parsed by each supported vLLM (not in the default list) ---
+
+VLLM_PARSER_DIR = ROOT / ".nox" / "vllm-parser"
+VLLM_PARSER_WHEELS = "DDSLURM_VLLM_WHEELS"
+VLLM_PARSER_TORCH = "DDSLURM_VLLM_TORCH"
+VLLM_PARSER_DEFAULT_TORCH = "torch==2.13.0"
+"""The torch every vLLM venv gets: the CPU build where the machine offers one to pip (this project's machines have
+2.13.0 for Python 3.11 on disk), else PyPI's default build. vLLM 0.33 pins 2.14.0, whose CPU build is not on PyPI;
+its ``vllm serve`` parse path uses only torch's Python API, so 2.13.0 serves both (``$DDSLURM_VLLM_TORCH`` overrides)."""
+
+VLLM_PARSE_REQUIREMENTS = frozenset(
+    {
+        # What `vllm serve`'s parse path imports (main.py, serve.py, make_arg_parser, validate_parsed_serve_args,
+        # setup_server, AsyncEngineArgs.from_cli_args), by vLLM's requirement names; each gets vLLM's own specifier.
+        # The rest of vLLM's requirements are CUDA kernels (flashinfer, nvidia-*, cutlass, tilelang, quack,
+        # humming), media and model tooling the parse path never imports (torchvision, opencv, numba, mistral_common)
+        # or servers beside the HTTP one (mcp, anthropic, opentelemetry): several GB that a parse check does not need.
+        "aiohttp",
+        "apache-tvm-ffi",
+        "cachetools",
+        "cbor2",
+        "certifi",
+        "cloudpickle",
+        "fastapi",
+        "filelock",
+        "huggingface-hub",
+        "llguidance",
+        "msgspec",
+        "multidict",
+        "numpy",
+        "openai",
+        "orjson",
+        "oss-harmony",
+        "partial-json-parser",
+        "pillow",
+        "prometheus-client",
+        "psutil",
+        "py-cpuinfo",
+        "pybase64",
+        "pydantic",
+        "pyyaml",
+        "pyzmq",
+        "regex",
+        "requests",
+        "safetensors",
+        "starlette",
+        "tokenizers",
+        "tqdm",
+        "transformers",
+        "typing-extensions",
+        "watchfiles",
+    }
+)
+VLLM_PARSE_NO_DEPS = frozenset({"xgrammar"})
+"""Imported by the parse path but installed without its dependencies: xgrammar requires triton (1 GB, GPU only),
+which nothing here imports; its other requirements are all in VLLM_PARSE_REQUIREMENTS."""
+
+
+def _canonical_name(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def _vllm_parse_requirements(session: nox.Session, venv: Path) -> tuple[list[str], list[str], str | None]:
+    """(requirements, no-deps requirements, torch pin) for the vLLM in ``venv``, read from its metadata.
+
+    Only requirements without an extra and whose marker holds here are kept; a name of VLLM_PARSE_REQUIREMENTS or
+    VLLM_PARSE_NO_DEPS that this vLLM does not require is simply not installed (vLLM 0.32 has no orjson).
+    """
+    output = session.run(
+        str(venv / "bin" / "python"),
+        *("-c", "import importlib.metadata as m, json; print(json.dumps(m.requires('vllm') or []))"),
+        silent=True,
+        external=True,
+    )
+    wanted: list[str] = []
+    no_deps: list[str] = []
+    torch_pin: str | None = None
+    for line in json.loads(str(output).strip().splitlines()[-1]):
+        requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        name = _canonical_name(requirement.name)
+        if name == "torch":
+            torch_pin = str(requirement.specifier)
+        elif name in VLLM_PARSE_REQUIREMENTS:
+            extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
+            wanted.append(f"{requirement.name}{extras}{requirement.specifier}")
+        elif name in VLLM_PARSE_NO_DEPS:
+            no_deps.append(f"{requirement.name}{requirement.specifier}")
+    return wanted, no_deps, torch_pin
+
+
+def _vllm_parser_venv(session: nox.Session, version: str) -> Path:
+    """A fresh venv with vLLM ``version`` (no dependencies) and what its ``vllm serve`` parse path imports."""
+    venv = _fresh_venv(session, version, pip=True)
+    wheels = [d for d in os.environ.get(VLLM_PARSER_WHEELS, "").split(os.pathsep) if d]
+    links = [arg for d in wheels for arg in ("--find-links", d)]
+    quiet = ("--progress-bar=off", "--quiet")
+    try:
+        _pip(session, venv, "install", *quiet, "--no-deps", *links, f"vllm=={version}")
+    except CommandFailed:
+        where = f"in {', '.join(wheels)} ({VLLM_PARSER_WHEELS}) or " if wheels else ""
+        session.error(
+            f"vllm_parser: cannot install vllm=={version}: no wheel {where}from the package index (no network?). "
+            f"Put vllm-{version}-*.whl in a directory and set {VLLM_PARSER_WHEELS}=/that/dir, or run where PyPI "
+            "is reachable"
+        )
+    wanted, no_deps, torch_pin = _vllm_parse_requirements(session, venv)
+    torch = os.environ.get(VLLM_PARSER_TORCH, VLLM_PARSER_DEFAULT_TORCH)
+    if torch_pin and torch != f"torch{torch_pin}":
+        session.log(f"vllm {version} pins torch{torch_pin}; its parse check runs with {torch} ({VLLM_PARSER_TORCH})")
+    try:
+        _pip(session, venv, "install", *quiet, torch, *wanted)
+        if no_deps:
+            _pip(session, venv, "install", *quiet, "--no-deps", *no_deps)
+    except CommandFailed:
+        session.error(
+            f"vllm_parser: cannot install what vllm {version}'s parse path imports ({torch}, {len(wanted)} more "
+            "from the package index): no network?"
+        )
+    return venv
+
+
+def _du(path: Path) -> str:
+    total = sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return f"{total / 2**20:,.0f} MiB"
+
+
+@nox.session(default=False)
+def vllm_parser(session: nox.Session) -> None:
+    """Every vLLM argv the planner renders, through each supported vLLM's real ``vllm serve`` parser, on the CPU.
+
+    ``tests/vllm_parser/cases.py`` (workspace venv) writes the checks: every vLLM ``argv`` and ``rank_argv`` of the
+    planner's golden plans, bound with sample addresses, and its table of awkward engine args rendered by
+    ``render_engine_args``, each with the values vLLM must parse. Then for each version of ``serve_flag_versions()``
+    a fresh venv (``.nox/fresh/vllm_parser-<version>``) gets that vLLM without dependencies, the CPU torch and only
+    what the parse path imports (VLLM_PARSE_REQUIREMENTS, with the vLLM wheel's own specifiers), and
+    ``tests/vllm_parser/check.py`` runs there with ``VLLM_TARGET_DEVICE=cpu``: vLLM's parser as main.py builds it,
+    ``validate_parsed_serve_args``, ``ServeSubcommand.cmd`` up to its launcher (the API server's ``setup_server``
+    up to the socket), ``AsyncEngineArgs.from_cli_args``; then every expected value. Nothing binds or connects.
+
+    Not in the default list. vLLM wheels come from ``$DDSLURM_VLLM_WHEELS`` (directories, ``:``-separated) or the
+    package index; pip's cache keeps what it downloads. It fails, never skips, when a vLLM cannot be installed.
+    Pass versions after ``--`` to check only those (``nox -s vllm_parser -- 0.33.0``).
+    """
+    _sync(session)
+    VLLM_PARSER_DIR.mkdir(parents=True, exist_ok=True)
+    cases = VLLM_PARSER_DIR / "cases.json"
+    chosen = [arg for version in session.posargs for arg in ("--version", version)]
+    _uv_run(session, "python", "tests/vllm_parser/cases.py", "--out", str(cases), *chosen)
+    data = json.loads(cases.read_text(encoding="utf-8"))
+    versions: list[str] = data["versions"]
+    if not versions:
+        session.error("vllm_parser: the planner's serve_flag_versions() is empty: no vLLM to check")
+    env: dict[str, str | None] = {
+        "VLLM_TARGET_DEVICE": "cpu",
+        "CUDA_VISIBLE_DEVICES": "",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        # The plans' models are not here: offline mode would make from_cli_args resolve each to a local snapshot.
+        "HF_HUB_OFFLINE": None,
+        "HF_HOME": str(VLLM_PARSER_DIR / "hf-home"),
+        "VLLM_CONFIG_ROOT": str(VLLM_PARSER_DIR / "vllm-config"),
+        "VLLM_CACHE_ROOT": str(VLLM_PARSER_DIR / "vllm-cache"),
+        "VLLM_LOGGING_LEVEL": "WARNING",
+    }
+    failed: list[str] = []
+    summary: list[str] = []
+    for version in versions:
+        venv = _vllm_parser_venv(session, version)
+        report = VLLM_PARSER_DIR / f"report-{version}.json"
+        report.unlink(missing_ok=True)
+        script = ROOT / "tests" / "vllm_parser" / "check.py"
+        try:
+            session.run(
+                str(venv / "bin" / "python"),
+                *(str(script), "--cases", str(cases), "--version", version, "--report", str(report)),
+                env={**_venv_env(venv), **env},
+                external=True,
+            )
+        except CommandFailed:
+            failed.append(version)
+        results = json.loads(report.read_text(encoding="utf-8"))["results"] if report.is_file() else []
+        passed = sum(1 for r in results if r["status"] == "ok")
+        summary.append(f"vllm {version}: {passed} of {len(results)} argvs passed (venv {_du(venv)})")
+    for line in summary:
+        session.log(line)
+    if failed:
+        session.error(f"vllm_parser: the real vllm serve parser refused or misread argvs of vllm {', '.join(failed)}")
