@@ -3,7 +3,8 @@
 Most tests pack a small vLLM-shaped source tree into a wheel in tmp_path: a config dataclass with one field per
 branch of vLLM's ``_compute_kwargs``, edits of its kwargs as ``EngineArgs.add_cli_args`` makes them, and stand-ins
 for the mirrored functions (whose digests the tests record in place of vLLM's). The last test regenerates the
-planner's data file from the real wheels when ``DDSLURM_VLLM_WHEELS`` names a folder holding them.
+planner's data file from the real wheels when ``DDSLURM_VLLM_WHEELS`` (folders, ``:``-separated, as for the
+``vllm_parser`` nox session) holds them.
 """
 
 from __future__ import annotations
@@ -386,11 +387,15 @@ def test_the_fingerprint_ignores_docstrings_and_not_code() -> None:
 
 
 def test_the_real_wheels_give_the_data_file_byte_for_byte(tmp_path: Path) -> None:
-    folder = os.environ.get("DDSLURM_VLLM_WHEELS")
+    # The vllm_parser nox session's variable: folders, os.pathsep-separated.
+    folders = [Path(f) for f in os.environ.get("DDSLURM_VLLM_WHEELS", "").split(os.pathsep) if f]
     data = json.loads(DATA.read_text("utf-8"))
-    wheels = [Path(folder) / origin["wheel"] for origin in data["origin"]] if folder else []
-    if not wheels or not all(w.is_file() for w in wheels):
-        pytest.skip("set DDSLURM_VLLM_WHEELS to a folder holding the wheels the data file names")
+    found = {
+        o["wheel"]: next((f / o["wheel"] for f in folders if (f / o["wheel"]).is_file()), None) for o in data["origin"]
+    }
+    wheels = [w for w in found.values() if w is not None]
+    if len(wheels) != len(found):
+        pytest.skip("set DDSLURM_VLLM_WHEELS to the folders holding the wheels the data file names")
     out = tmp_path / "flags.json"
     assert _script().main([*map(str, wheels), "--output", str(out)]) == 0
     assert out.read_text("utf-8") == DATA.read_text("utf-8")

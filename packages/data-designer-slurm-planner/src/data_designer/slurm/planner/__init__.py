@@ -136,11 +136,13 @@ from data_designer.slurm.planner._vllm import (
     MULTI_NODE_FLAGS,
     RENDERED_FLAGS,
     SUPPORTED_VLLM,
+    check_engine_arg_name,
     check_engine_args,
     is_supported_vllm_version,
     known_serve_flags,
     render_engine_args,
     serve_flag_versions,
+    serve_flags_version_for,
 )
 
 __all__ = [
@@ -201,6 +203,7 @@ __all__ = [
     "canonical_json",
     "canonical_json_data",
     "canonical_sbatch_options",
+    "check_engine_arg_name",
     "check_engine_args",
     "check_fit",
     "child_id",
@@ -254,6 +257,7 @@ __all__ = [
     "sbatch_option_table",
     "select_cluster",
     "serve_flag_versions",
+    "serve_flags_version_for",
     "sha256_digest",
     "slurm_path_problems",
     "validate_document",
