@@ -414,3 +414,26 @@ def test_a_base_run_file_s_problems_name_that_file() -> None:
         )
     (problem,) = caught.value.problems
     assert (problem.file, problem.line, problem.key_path) == ("/runs/base.yaml", 9, ("submission", "time_limit"))
+
+
+def test_an_axis_over_a_flag_of_one_release_is_checked_against_each_child_s_release() -> None:
+    def sweep(version: str | None, values: list[Any]) -> dict[str, Any]:
+        run = base_run()
+        run["deployments"]["writer"] = {"engine": "vllm", "model": "/m/llama"}
+        if version is not None:
+            run["deployments"]["writer"]["vllm_version"] = version
+        axis = {"axis": "engine_arg", "alias": "writer", "arg": "disable-prefix-caching", "values": values}
+        return benchmark([axis], base={"inline": run})
+
+    plan = plan_of(sweep("0.33.0", [True]))
+    assert [child.plan.allocation.replicas[0].argv[-1] for child in plan.children] == ["--disable-prefix-caching"]
+    for version in ("0.32.0", None):
+        found = problems_of(sweep(version, [True]))
+        assert len(found) == 1, found
+        assert "axes[0].values[0]" in found[0]
+        assert "vllm 0.32.0 has no option --disable-prefix-caching (vllm 0.33.0 has it)" in found[0]
+        assert "vllm_version" in found[0], "the fix says how to state the release"
+    # A value no release accepts is reported once, at the axis, by the release that has the flag.
+    (found,) = problems_of(sweep("0.33.0", [True, False]))
+    assert "axes[0].values[1]" in found
+    assert "switch without a --no-disable-prefix-caching form" in found

@@ -109,7 +109,9 @@ def vllm_argv(
         escape_braces(alias),
     ]
     engine = (
-        [escape_braces(word) for word in render_engine_args(deployment.engine_args, path=path)] if not found else []
+        [escape_braces(word) for word in render_engine_args(deployment.engine_args, path=path, version=version)]
+        if not found
+        else []
     )
     if nodes <= 1:
         return (*argv, *engine), ()

@@ -54,7 +54,7 @@ from data_designer.slurm.planner._limits import run_limit_problems
 from data_designer.slurm.planner._model_names import model_mismatches, served_model
 from data_designer.slurm.planner._sbatch import ScriptRequest, render_script, slurm_path_problems
 from data_designer.slurm.planner._sbatch_options import resolve_sbatch_options
-from data_designer.slurm.planner._vllm import SUPPORTED_VLLM, is_supported_vllm_version, serve_flag_versions
+from data_designer.slurm.planner._vllm import SUPPORTED_VLLM, is_supported_vllm_version, serve_flags_version_for
 
 SIGNAL_SLACK_S = 60
 """Slurm may deliver the warning signal up to this much earlier than asked."""
@@ -506,10 +506,6 @@ class _Images:
         if warning is not None:
             self.warnings.append(warning)
         return ImagePlan(reference=reference, path=record.path, digest=record.digest, runtime=runtime)
-
-
-def serve_flags_version_for(installed: str) -> str | None:  # TEMPORARY until _vllm has it
-    return next((v for v in serve_flag_versions() if _release_line(v) == _release_line(installed)), None)
 
 
 def _release_line(version: str) -> tuple[int, ...]:

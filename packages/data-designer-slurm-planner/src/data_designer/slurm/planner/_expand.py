@@ -35,9 +35,10 @@ once, saying which children.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from data_designer.slurm.contracts import (
@@ -77,7 +78,7 @@ from data_designer.slurm.planner._digest import canonical_json, sha256_digest
 from data_designer.slurm.planner._document import Document
 from data_designer.slurm.planner._images import Installation
 from data_designer.slurm.planner._limits import benchmark_limit_problems, benchmark_replicas_problem
-from data_designer.slurm.planner._vllm import check_engine_args
+from data_designer.slurm.planner._vllm import check_engine_arg_name, check_engine_args, serve_flag_versions
 
 CHILD_ID_LENGTH = 12
 """Hex characters of a child id."""
@@ -363,18 +364,34 @@ def _check_alias(at: KeyPath, axis: Axis, base: RunSpec, gpus_per_node: int | No
 
 
 def _check_engine_arg(at: KeyPath, axis: EngineArgAxis, state: _State) -> bool:
-    # A string value checks only the flag's name; every value is then checked for what depends on it.
-    named = check_engine_args({axis.arg: ""}, path=())
+    """The axis's flag and each value, against the supported releases: what no release accepts is reported here,
+    once, at the axis; what only the release a child runs refuses is reported when that child is compiled (it
+    knows the release: its image's vLLM or its ``vllm_version``), at the value."""
+    named = _in_no_release(lambda version: [p] if (p := check_engine_arg_name(axis.arg, version=version)) else [])
     for problem in named:
         state.add(problem.code, (*at, "arg"), problem.message, problem.hint or "")
     if named:
         return False
     ok = True
     for position, value in enumerate(axis.values):
-        for problem in check_engine_args({axis.arg: value}, path=()):
+        for problem in _in_no_release(functools.partial(_check_value, axis.arg, value), axis.arg):
             state.add(problem.code, (*at, "values", position), problem.message, problem.hint or "")
             ok = False
     return ok
+
+
+def _check_value(arg: str, value: EngineArgValue, version: str | None) -> list[Problem]:
+    return check_engine_args({arg: value}, path=(), version=version)
+
+
+def _in_no_release(check: Callable[[str | None], list[Problem]], arg: str | None = None) -> list[Problem]:
+    """What the check finds when every supported release alone finds something (else nothing): the findings of the
+    newest release that has the flag ``arg``, or of all releases together."""
+    versions = serve_flag_versions()
+    if not all(check(version) for version in versions):
+        return []
+    having = [v for v in versions if arg is not None and check_engine_arg_name(arg, version=v) is None]
+    return check(having[-1] if having else None)
 
 
 # --- children ---------------------------------------------------------------------------------------------------------
