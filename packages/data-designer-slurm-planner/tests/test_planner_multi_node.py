@@ -26,7 +26,9 @@ CONFIG: dict[str, Any] = {
 }
 
 
-def _plan(deployment: dict[str, Any], *, gpus_per_node: int = 2, images: list[ImageRecord] | None = None) -> ExecutionPlan:
+def _plan(
+    deployment: dict[str, Any], *, gpus_per_node: int = 2, images: list[ImageRecord] | None = None
+) -> ExecutionPlan:
     run = {
         "schema_version": 1,
         "name": "r",
@@ -63,7 +65,9 @@ def _value(argv: tuple[str, ...], flag: str) -> str:
     [(2, 2, 2, 2), (8, 1, 4, 2), (4, 4, 4, 4), (1, 3, 1, 3)],
 )
 def test_a_replica_over_n_nodes_gets_one_argv_per_rank(tp: int, pp: int, gpus_per_node: int, ranks: int) -> None:
-    (replica,) = _plan({"tensor_parallel": tp, "pipeline_parallel": pp}, gpus_per_node=gpus_per_node).allocation.replicas
+    (replica,) = _plan(
+        {"tensor_parallel": tp, "pipeline_parallel": pp}, gpus_per_node=gpus_per_node
+    ).allocation.replicas
     assert replica.node_indices == tuple(range(ranks))
     assert replica.ranks == len(replica.rank_argv) == ranks
     assert replica.rank_argv[0] == replica.argv
