@@ -773,22 +773,16 @@ def _canonical_name(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def _vllm_parse_requirements(session: nox.Session, venv: Path) -> tuple[list[str], list[str], str | None]:
-    """(requirements, no-deps requirements, torch pin) for the vLLM in ``venv``, read from its metadata.
+def _vllm_parse_requirements(requires_dist: list[str]) -> tuple[list[str], list[str], str | None]:
+    """(requirements, no-deps requirements, torch pin) of a vLLM, from its wheel's ``Requires-Dist``.
 
     Only requirements without an extra and whose marker holds here are kept; a name of VLLM_PARSE_REQUIREMENTS or
     VLLM_PARSE_NO_DEPS that this vLLM does not require is simply not installed (vLLM 0.32 has no orjson).
     """
-    output = session.run(
-        str(venv / "bin" / "python"),
-        *("-c", "import importlib.metadata as m, json; print(json.dumps(m.requires('vllm') or []))"),
-        silent=True,
-        external=True,
-    )
     wanted: list[str] = []
     no_deps: list[str] = []
     torch_pin: str | None = None
-    for line in json.loads(str(output).strip().splitlines()[-1]):
+    for line in requires_dist:
         requirement = Requirement(line)
         if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
             continue
@@ -803,33 +797,55 @@ def _vllm_parse_requirements(session: nox.Session, venv: Path) -> tuple[list[str
     return wanted, no_deps, torch_pin
 
 
+def _uv_pip(session: nox.Session, venv: Path, *args: str) -> None:
+    session.run("uv", "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), *args, external=True)
+
+
 def _vllm_parser_venv(session: nox.Session, version: str) -> Path:
-    """A fresh venv with vLLM ``version`` (no dependencies) and what its ``vllm serve`` parse path imports."""
+    """A fresh venv with vLLM ``version`` (no dependencies) and what its ``vllm serve`` parse path imports.
+
+    pip installs torch (it finds the CPU build where the machine offers one to pip); uv installs vLLM with
+    ``--no-deps`` (from ``$DDSLURM_VLLM_WHEELS`` alone when set, else from the index), then the parse path's
+    requirements with the specifiers of the installed vLLM's metadata, then VLLM_PARSE_NO_DEPS with ``--no-deps``.
+    uv's cache keeps every download, so a second run downloads nothing.
+    """
     venv = _fresh_venv(session, version, pip=True)
-    wheels = [d for d in os.environ.get(VLLM_PARSER_WHEELS, "").split(os.pathsep) if d]
-    links = [arg for d in wheels for arg in ("--find-links", d)]
-    quiet = ("--progress-bar=off", "--quiet")
-    try:
-        _pip(session, venv, "install", *quiet, "--no-deps", *links, f"vllm=={version}")
-    except CommandFailed:
-        where = f"in {', '.join(wheels)} ({VLLM_PARSER_WHEELS}) or " if wheels else ""
-        session.error(
-            f"vllm_parser: cannot install vllm=={version}: no wheel {where}from the package index (no network?). "
-            f"Put vllm-{version}-*.whl in a directory and set {VLLM_PARSER_WHEELS}=/that/dir, or run where PyPI "
-            "is reachable"
-        )
-    wanted, no_deps, torch_pin = _vllm_parse_requirements(session, venv)
     torch = os.environ.get(VLLM_PARSER_TORCH, VLLM_PARSER_DEFAULT_TORCH)
+    try:
+        _pip(session, venv, "install", "--progress-bar=off", "--quiet", torch)
+    except CommandFailed:
+        session.error(f"vllm_parser: cannot install {torch} ({VLLM_PARSER_TORCH}) with pip: no network?")
+    wheels = [d for d in os.environ.get(VLLM_PARSER_WHEELS, "").split(os.pathsep) if d]
+    source = ["--no-index", *(arg for d in wheels for arg in ("--find-links", d))] if wheels else []
+    try:
+        _uv_pip(session, venv, "--no-deps", *source, f"vllm=={version}")
+    except CommandFailed:
+        where = (
+            f"no vllm-{version}-*.whl in {os.pathsep.join(wheels)} ({VLLM_PARSER_WHEELS})"
+            if wheels
+            else ("not from the package index (no network?)")
+        )
+        session.error(
+            f"vllm_parser: cannot install vllm=={version}: {where}. Put the wheel in a directory and set "
+            f"{VLLM_PARSER_WHEELS}=/that/dir, or run where the package index is reachable"
+        )
+    output = session.run(
+        str(venv / "bin" / "python"),
+        *("-c", "import importlib.metadata as m, json; print(json.dumps(m.requires('vllm') or []))"),
+        silent=True,
+        external=True,
+    )
+    wanted, no_deps, torch_pin = _vllm_parse_requirements(json.loads(str(output).strip().splitlines()[-1]))
     if torch_pin and torch != f"torch{torch_pin}":
         session.log(f"vllm {version} pins torch{torch_pin}; its parse check runs with {torch} ({VLLM_PARSER_TORCH})")
     try:
-        _pip(session, venv, "install", *quiet, torch, *wanted)
+        _uv_pip(session, venv, *wanted)
         if no_deps:
-            _pip(session, venv, "install", *quiet, "--no-deps", *no_deps)
+            _uv_pip(session, venv, "--no-deps", *no_deps)
     except CommandFailed:
         session.error(
-            f"vllm_parser: cannot install what vllm {version}'s parse path imports ({torch}, {len(wanted)} more "
-            "from the package index): no network?"
+            f"vllm_parser: cannot install what vllm {version}'s parse path imports ({len(wanted) + len(no_deps)} "
+            "packages from the package index): no network?"
         )
     return venv
 
@@ -853,7 +869,7 @@ def vllm_parser(session: nox.Session) -> None:
     up to the socket), ``AsyncEngineArgs.from_cli_args``; then every expected value. Nothing binds or connects.
 
     Not in the default list. vLLM wheels come from ``$DDSLURM_VLLM_WHEELS`` (directories, ``:``-separated) or the
-    package index; pip's cache keeps what it downloads. It fails, never skips, when a vLLM cannot be installed.
+    package index; uv's cache keeps what it downloads. It fails, never skips, when a vLLM cannot be installed.
     Pass versions after ``--`` to check only those (``nox -s vllm_parser -- 0.33.0``).
     """
     _sync(session)

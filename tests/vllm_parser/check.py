@@ -58,7 +58,9 @@ def _cli_env_setup() -> Callable[[], None]:
     for name in CLI_ENV_MODULES:
         try:
             module = importlib.import_module(name)
-        except ImportError:
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not name.startswith(exc.name):
+                raise  # the module is there but needs something this venv lacks
             continue
         found = getattr(module, "cli_env_setup", None)
         if callable(found):
@@ -243,8 +245,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.cases}: no checks for vllm {args.version}", file=sys.stderr)
         return 2
 
-    _cli_env_setup()()
-    serve = importlib.import_module("vllm.entrypoints.cli.serve")
+    try:
+        _cli_env_setup()()
+        serve = importlib.import_module("vllm.entrypoints.cli.serve")
+    except ImportError as exc:
+        print(
+            f"vllm {args.version}'s serve path imports {exc.name or exc}, which this venv lacks: add its distribution "
+            "to VLLM_PARSE_REQUIREMENTS in noxfile.py",
+            file=sys.stderr,
+        )
+        return 3
     epilog = serve.VLLM_SUBCMD_PARSER_EPILOG
     results = []
     for check in checks:
