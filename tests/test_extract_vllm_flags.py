@@ -44,17 +44,36 @@ def _script() -> ModuleType:
 
 CONFIG = """
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, Literal
+
+from pydantic import ConfigDict
 
 Mode = Literal["b", "a"]
 Level = Literal[1, 2, 3]
 Both = Literal["x", Mode]
 
 
+def config(cls=None, **kwargs):
+    return cls
+
+
 @dataclass
 class Inner:
     x: int = 0
+
+
+@config
+class Tuned:
+    level: int = 0
+    name: str = ""
+    hidden: int = field(default=0, init=False)
+    seed: InitVar[int] = 0
+
+
+@config(config=ConfigDict(extra="allow"))
+class Loose:
+    a: int = 0
 
 
 class Modalities(dict[str, int]):
@@ -78,6 +97,8 @@ class DemoConfig:
     max_model_len: int = 0
     ratio: float | None = None
     inner: Inner = field(default_factory=Inner)
+    tuned: Tuned = field(default_factory=Tuned)
+    loose: Loose | None = None
     mapping: dict[str, int] = field(default_factory=dict)
     modalities: Modalities = field(default_factory=Modalities)
     hook: dict[str, Any] | Callable[[int], int] = field(default_factory=dict)
@@ -168,6 +189,8 @@ class EngineArgs:
         group.add_argument("--max-model-len", **demo_kwargs["max_model_len"])
         group.add_argument("--ratio", "--fraction", dest="ratio", **demo_kwargs["ratio"])
         group.add_argument("--inner", **demo_kwargs["inner"])
+        group.add_argument("--tuned", **demo_kwargs["tuned"])
+        group.add_argument("--loose", **demo_kwargs["loose"])
         group.add_argument("--mapping", **demo_kwargs["mapping"])
         group.add_argument("--modalities", **demo_kwargs["modalities"])
         group.add_argument("--hook", **demo_kwargs["hook"])
@@ -320,7 +343,15 @@ def test_each_branch_of_compute_kwargs_gives_what_argparse_gets(tmp_path: Path) 
     assert spec("--max-model-len") == {"kind": "value", "type": "int_with_suffix_or_auto"}
     assert found["--ratio"]["options"] == ["--ratio", "--fraction"]
     assert spec("--ratio") == {"kind": "value", "type": "float", "nullable": True}
-    assert spec("--inner") == {"kind": "value", "type": "json_config", "dotted": True}
+    assert spec("--inner") == {"kind": "value", "type": "json_config", "dotted": True}  # @dataclass: no field list
+    # @config forbids extra keys: the constructor's keywords (fields, not init=False ones, and InitVars)
+    assert spec("--tuned") == {
+        "kind": "value",
+        "type": "json_config",
+        "dotted": True,
+        "fields": ["level", "name", "seed"],
+    }
+    assert spec("--loose") == {"kind": "value", "type": "json_config", "nullable": True, "dotted": True}  # extra set
     assert spec("--mapping") == {"kind": "value", "type": "json", "dotted": True}
     assert spec("--modalities") == {"kind": "value", "type": "json", "dotted": True}  # a dict subclass is a dict
     assert spec("--hook") == {"kind": "value", "type": "str_or_json", "dotted": True}

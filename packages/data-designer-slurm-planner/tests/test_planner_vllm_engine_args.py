@@ -18,7 +18,7 @@ from importlib import resources
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from data_designer.slurm.contracts import EngineArgValue, InvalidInputError
@@ -288,6 +288,41 @@ def test_dotted_keys_of_an_option_without_fields_are_refused_once() -> None:
     assert [(p.code, p.key_path) for p in found] == [("engine_arg_kind", ("engine_args", "max-num-seqs.x"))]
 
 
+# -- the fields of a JSON config ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [OLD, NEW, None])
+@pytest.mark.parametrize(
+    ("key", "value", "field", "hint"),
+    [
+        ("compilation-config.cudagraph_mod", "FULL", "cudagraph_mod", "did you mean 'cudagraph_mode'?"),
+        (
+            "compilation-config",
+            '{"mode": 3, "cudagraph-mode": "FULL"}',
+            "cudagraph-mode",
+            "did you mean 'cudagraph_mode'?",
+        ),
+        ("kv-transfer-config.kv-connector", "x", "kv-connector", "did you mean 'kv_connector'?"),
+        ("compilation-config.zzz+", "1", "zzz", "its fields are "),
+    ],
+)
+def test_a_config_key_that_is_no_field_is_refused(
+    key: str, value: EngineArgValue, field: str, hint: str, version: str | None
+) -> None:
+    code, at, message, found_hint = _one({key: value}, version)
+    assert code == "engine_arg_field"
+    assert at == (*PATH, key)
+    assert f"has no field {field!r}" in message
+    assert f"vllm {version or OLD}" in message
+    assert found_hint.startswith(hint)
+
+
+def test_fields_deeper_than_the_first_and_configs_without_a_field_list_are_not_checked() -> None:
+    assert check_engine_args({"compilation-config.pass_config.anything": 1}) == []
+    assert check_engine_args({"compilation-config.cudagraph_capture_sizes+": "1,2"}) == []
+    assert check_engine_args({"pooler-config.anything": 1}) == []  # a before-validator may rename keys
+
+
 # -- one option under two names -------------------------------------------------------------------------------------
 
 
@@ -397,13 +432,15 @@ def _human_int(value: str) -> int:
     return int(value)
 
 
-def _json_object(value: str) -> dict[str, Any]:
+def _json_object(value: str, fields: list[str] | None) -> dict[str, Any]:
     parts = re.split(r'("(?:[^"\\]|\\.)*")', value)
     for i in range(0, len(parts), 2):
         parts[i] = re.sub(r"\b\d+(?:\.\d+)?[kKmMgGtT]\b", lambda m: str(_human_int(m.group())), parts[i])
     loaded = json.loads("".join(parts))
     if not isinstance(loaded, dict):
         raise ValueError("not an object")
+    if fields is not None and not set(loaded) <= set(fields):
+        raise ValueError("extra fields")  # pydantic: extra="forbid"
     return loaded
 
 
@@ -419,7 +456,7 @@ _CONVERTERS: dict[str, Any] = {
     "str": str,
     "any": str,
     "json": json.loads,
-    "json_config": _json_object,
+    "json_config": None,  # per option: its fields
     "str_or_json": _or_json,
 }
 
@@ -432,6 +469,8 @@ def _oracle(version: str) -> _Parser:
             parser.add_argument(*options, action=_Switch)
             continue
         convert = _CONVERTERS[action.get("type", "str")]
+        if action.get("type") == "json_config":
+            convert = (lambda fields: lambda v: _json_object(v, fields))(action.get("fields"))
         if action.get("nullable"):
             convert = (lambda f: lambda v: None if v in {"", "None"} else f(v))(convert)
         nargs = {"optional_value": "?", "multi_value": action.get("nargs")}.get(action["kind"])
@@ -456,6 +495,8 @@ _VALUES = st.one_of(
 @settings(max_examples=400)
 @given(st.sampled_from(_SINGLE_KEYS), _VALUES, st.sampled_from([OLD, NEW]))
 def test_an_arg_passes_exactly_when_argparse_parses_what_it_renders(key: str, value: Any, version: str) -> None:
+    # argparse drops a value that is exactly "--" (and then stores no value at all): not a value to compare on
+    assume(value != "--")
     args = {key: value}
     problems = check_engine_args(args, version=version)
     if any(p.code == "engine_arg_version" or p.code == "engine_arg_unknown" for p in problems):

@@ -135,6 +135,9 @@ def test_actions_are_sorted_and_their_fields_fit_their_kind() -> None:
                 assert ("nargs" in action) == (action["kind"] == "multi_value"), action
             if action.get("dotted"):
                 assert action["type"] in {"json", "json_config", "str_or_json"}, action
+            if "fields" in action:
+                assert action["type"] == "json_config", action
+                assert action["fields"] == sorted(set(action["fields"])), action
             if "choices" in action:
                 assert action.get("type") != "any", action
                 assert "choices_unchecked" not in action, action
@@ -166,6 +169,9 @@ def test_landmark_options_take_what_the_vllm_source_says(version: str) -> None:
     compilation = _action(version, "--compilation-config")
     assert compilation["options"] == ["--compilation-config", "-cc"]
     assert (compilation["type"], compilation["dotted"]) == ("json_config", True)
+    assert {"mode", "cudagraph_mode", "pass_config", "backend"} <= set(compilation["fields"])
+    assert "compilation_time" not in compilation["fields"]  # field(init=False): the constructor refuses it
+    assert "fields" not in _action(version, "--pooler-config")  # a before-validator rewrites its keys
     assert _action(version, "--hf-overrides")["type"] == "str_or_json"
     assert _action(version, "--hf-token")["kind"] == "optional_value"
     assert _action(version, "--cudagraph-capture-sizes") == {
@@ -383,7 +389,7 @@ def test_rendering_follows_the_value_types() -> None:
 
 
 def test_json_values_stay_one_argv_element() -> None:
-    config = '{"mode": 3, "cudagraph_capture_sizes": [1, 2, 4], "note": "a b --port 1"}'
+    config = '{"mode": 3, "cudagraph_capture_sizes": [1, 2, 4], "backend": "a b --port 1"}'
     argv = render_engine_args({"compilation-config": config, "hf-overrides": '{"rope_scaling": null}'})
     assert argv == ("--compilation-config", config, "--hf-overrides", '{"rope_scaling": null}')
 
@@ -391,7 +397,7 @@ def test_json_values_stay_one_argv_element() -> None:
 def test_dotted_keys_render_as_one_element_with_json_words() -> None:
     args: dict[str, EngineArgValue] = {
         "compilation-config.mode": 3,
-        "compilation-config.use_inductor": False,
+        "compilation-config.cudagraph_copy_inputs": False,
         "compilation-config.backend": None,
         "compilation-config.cudagraph_capture_sizes+": "1,2,4",
         "hf-overrides.rope_theta": -1.5,
@@ -400,8 +406,8 @@ def test_dotted_keys_render_as_one_element_with_json_words() -> None:
     assert render_engine_args(args) == (
         "--compilation-config.backend=null",
         "--compilation-config.cudagraph_capture_sizes+=1,2,4",
+        "--compilation-config.cudagraph_copy_inputs=false",
         "--compilation-config.mode=3",
-        "--compilation-config.use_inductor=false",
         "--hf-overrides.rope_theta=-1.5",
     )
 
@@ -418,7 +424,9 @@ def test_rendering_raises_one_error_with_every_problem() -> None:
     assert [p.code for p in caught.value.problems] == ["engine_arg_unknown", "engine_arg_controlled"]
 
 
-_JSON_OBJECTS = st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3).map(json.dumps)
+_JSON_OBJECTS = st.dictionaries(
+    st.sampled_from(["mode", "backend", "cache_dir"]), st.integers() | st.text(max_size=5), max_size=3
+).map(json.dumps)
 _FINITE = st.floats(allow_nan=False, allow_infinity=False)
 _VALUED = st.fixed_dictionaries(
     {},

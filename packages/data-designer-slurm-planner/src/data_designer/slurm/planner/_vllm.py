@@ -29,7 +29,8 @@ one the deployment will run), or, without one, to every supported release at onc
   value is not one of them. An option whose converter is not mirrored (``type: any``) takes any value;
 * a dotted key needs an option that parses a JSON object (``dotted`` in the data): vLLM folds every
   ``--x.key=value`` into one ``--x '{...}'`` given after all other arguments, so a JSON given whole as well would
-  be dropped (``engine_arg_json_conflict``);
+  be dropped (``engine_arg_json_conflict``); a config's keys, dotted or in its JSON, must be fields of its
+  dataclass where pydantic forbids others (``engine_arg_field``, when the data lists the fields);
 * no option is given twice under two names (``engine_arg_conflict``: ``x`` with ``no-x``, ``enable-x`` with
   ``disable-x``, two aliases), and no number is infinite or NaN (``engine_arg_not_finite``).
 
@@ -171,6 +172,7 @@ class _Option(BaseModel):
     choices: tuple[Choice, ...] | None = None
     choices_unchecked: bool = False
     dotted: bool = False
+    fields: tuple[str, ...] | None = None
     why: str | None = None
 
 
@@ -363,7 +365,10 @@ def _check_dotted(
     key: str, name: str, value: EngineArgValue, option: _Option, version: str, at: KeyPath
 ) -> Problem | None:
     if option.dotted:
-        return None  # vLLM reads the value as JSON, else as a human-readable int, else as text: anything goes
+        # vLLM reads the value as JSON, else as a human-readable int, else as text: any value goes; the field must
+        # be one the config has, where the data knows them (``x.list_field+`` appends to a list).
+        field = key.split(".")[1].removesuffix("+") if key.count(".") == 1 else key.split(".")[1]
+        return _check_fields(key, name, [field], option, version, at)
     return Problem(
         code="engine_arg_kind",
         message=f"engine arg {key!r}: --{name} (vllm {version}) takes no dotted keys; only an option that takes a "
@@ -415,7 +420,24 @@ def _check_value(
         return _kind(key, value, f"{label} takes {takes}", at, f"write {takes}")
     if option.choices is not None and converted not in option.choices:
         return _choice(key, value, option.choices, label, at)
+    if isinstance(converted, dict) and option.type == "json_config":
+        return _check_fields(key, name, sorted(converted), option, version, at)
     return None
+
+
+def _check_fields(key: str, name: str, fields: list[str], option: _Option, version: str, at: KeyPath) -> Problem | None:
+    """A JSON config's keys against its dataclass's fields (pydantic forbids others, where the data lists them)."""
+    unknown = [f for f in fields if option.fields is not None and f not in option.fields]
+    if not unknown or option.fields is None:
+        return None
+    close = difflib.get_close_matches(unknown[0].replace("-", "_"), option.fields, n=1, cutoff=0.75)
+    return Problem(
+        code="engine_arg_field",
+        message=f"engine arg {key!r}: the config of --{name} (vllm {version}) has no field {unknown[0]!r}; "
+        "vLLM refuses it at start",
+        key_path=at,
+        hint=f"did you mean {close[0]!r}?" if close else f"its fields are {', '.join(option.fields)}",
+    )
 
 
 def _kind(key: str, value: EngineArgValue, why: str, at: KeyPath, hint: str) -> Problem:
