@@ -14,6 +14,11 @@ tests compile (one ``writer`` alias on test-server replicas, the stand-in or a s
 :class:`StubModelServer` and ``python -m data_designer.slurm.runtime.testing.test_server`` are the
 in-tree OpenAI-compatible test server (real HTTP) that tests and the demo serve models with.
 
+:func:`install_vllm_stand_in` writes an executable ``vllm`` that plays ``vllm serve`` with that server, each rank of
+a replica that spans nodes included (rank 0 gathers the headless ranks, refuses an inconsistent set, and the ranks
+fail as a unit); :func:`read_vllm_stand_in_log` reads back what each rank was started with
+(:mod:`data_designer.slurm.runtime.testing.vllm_stand_in` documents its interface and exit codes).
+
 :func:`write_run_directory` writes a realistic run directory (every record a real one) of any shard count in
 seconds, each shard as its :data:`ShardOutcome` leaves it, and :func:`register_run_jobs` puts the run's jobs into a
 :class:`FakeSlurm` in the matching task states, so run-state readers are tested and benchmarked without Slurm.
@@ -78,12 +83,28 @@ from data_designer.slurm.runtime.testing._test_server import (
     stub_server_argv,
 )
 from data_designer.slurm.runtime.testing._waiting import run_logs, wait_for_record
+from data_designer.slurm.runtime.testing.vllm_stand_in import (
+    EXIT_HEAD_LOST,
+    EXIT_RANK_LOST,
+    EXIT_RANKS_MISSING,
+    EXIT_RANKS_REFUSED,
+    VLLM_STAND_IN_LOG_ENV,
+    VLLM_STAND_IN_LOG_NAME,
+    VllmServeArgs,
+    VllmStandInStart,
+    install_vllm_stand_in,
+    read_vllm_stand_in_log,
+)
 
 __all__ = [
     "EXIT_BAD_ARGUMENTS",
     "EXIT_BIND_FAILED",
     "EXIT_CRASHED",
     "EXIT_CRASH_AT_START",
+    "EXIT_HEAD_LOST",
+    "EXIT_RANKS_MISSING",
+    "EXIT_RANKS_REFUSED",
+    "EXIT_RANK_LOST",
     "OUTCOME_TASK_STATES",
     "PREFLIGHT_ERROR_TEXT",
     "SERVER_FAILURE_LINE",
@@ -94,6 +115,8 @@ __all__ = [
     "STAND_IN_MODULE",
     "TEST_SERVER",
     "TEST_SERVER_MODULE",
+    "VLLM_STAND_IN_LOG_ENV",
+    "VLLM_STAND_IN_LOG_NAME",
     "Behaviour",
     "ClusterHarness",
     "CountingRunner",
@@ -107,16 +130,20 @@ __all__ = [
     "ShimCall",
     "StubModelServer",
     "StubServerConfig",
+    "VllmServeArgs",
+    "VllmStandInStart",
     "assign_attempt",
     "build_squashfs",
     "closed_port",
     "command_lines",
     "install_shims",
+    "install_vllm_stand_in",
     "instance_for_schema",
     "outcome_cycle",
     "parquet_part",
     "processes_mentioning",
     "read_shim_log",
+    "read_vllm_stand_in_log",
     "register_run_jobs",
     "request_digest",
     "run_logs",
