@@ -82,6 +82,9 @@ CONTROLLED_FLAGS: Mapping[str, str] = {
     "--served-model-name": "the deployment's alias is the served name; rename the deployment instead",
     # A config file would set options past every check here (host, port, parallelism included).
     "--config": "write the options under 'engine_args' instead of in a vLLM config file",
+    # vLLM would print its help and exit 0: a server that never starts, and no error to say why.
+    "--help": "'vllm serve --help' prints the options and exits instead of serving",
+    "-h": "'vllm serve --help' prints the options and exits instead of serving",
     # A token in argv is readable by every user of the node (/proc/*/cmdline) and lands in job records.
     "--hf-token": "list HF_TOKEN under the deployment's 'environment' to pass it through from the job",
     # The GPUs a replica uses: the plan sizes steps and allocations from tensor_parallel x pipeline_parallel.
