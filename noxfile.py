@@ -804,7 +804,7 @@ def _uv_pip(session: nox.Session, venv: Path, *args: str) -> None:
 def _vllm_parser_venv(session: nox.Session, version: str) -> Path:
     """A fresh venv with vLLM ``version`` (no dependencies) and what its ``vllm serve`` parse path imports.
 
-    pip installs torch (it finds the CPU build where the machine offers one to pip); uv installs vLLM with
+    pip picks torch (the CPU build where the machine offers one to pip) and uv installs it; then uv installs vLLM with
     ``--no-deps`` (from ``$DDSLURM_VLLM_WHEELS`` alone when set, else from the index), then the parse path's
     requirements with the specifiers of the installed vLLM's metadata, then VLLM_PARSE_NO_DEPS with ``--no-deps``.
     uv's cache keeps every download, so a second run downloads nothing.
@@ -812,9 +812,19 @@ def _vllm_parser_venv(session: nox.Session, version: str) -> Path:
     venv = _fresh_venv(session, version, pip=True)
     torch = os.environ.get(VLLM_PARSER_TORCH, VLLM_PARSER_DEFAULT_TORCH)
     try:
-        _pip(session, venv, "install", "--progress-bar=off", "--quiet", torch)
-    except CommandFailed:
-        session.error(f"vllm_parser: cannot install {torch} ({VLLM_PARSER_TORCH}) with pip: no network?")
+        # pip picks the torch file (the machine's CPU build where its pip configuration offers one); uv installs
+        # it, so the second run copies it from uv's cache instead of unpacking 750 MB again.
+        picked = session.run(
+            str(venv / "bin" / "python"),
+            *("-m", "pip", "install", "--quiet", "--dry-run", "--no-deps", "--report", "-", torch),
+            silent=True,
+            stderr=subprocess.DEVNULL,
+            external=True,
+        )
+        (item,) = json.loads(str(picked))["install"]
+        _uv_pip(session, venv, f"torch @ {item['download_info']['url']}")
+    except (CommandFailed, ValueError, KeyError):
+        session.error(f"vllm_parser: cannot install {torch} ({VLLM_PARSER_TORCH}): no network?")
     wheels = [d for d in os.environ.get(VLLM_PARSER_WHEELS, "").split(os.pathsep) if d]
     source = ["--no-index", *(arg for d in wheels for arg in ("--find-links", d))] if wheels else []
     try:
@@ -850,6 +860,16 @@ def _vllm_parser_venv(session: nox.Session, version: str) -> Path:
     return venv
 
 
+def _without_network() -> list[str]:
+    """``unshare --net`` where it works (root on Linux): the check then runs with no network at all, not even
+    loopback, which proves it needs none; elsewhere nothing (the check replaces the server socket either way)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return []
+    probe = subprocess.run([unshare, "--net", "true"], capture_output=True, timeout=30, check=False)
+    return [unshare, "--net"] if probe.returncode == 0 else []
+
+
 def _du(path: Path) -> str:
     total = sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
     return f"{total / 2**20:,.0f} MiB"
@@ -860,13 +880,15 @@ def vllm_parser(session: nox.Session) -> None:
     """Every vLLM argv the planner renders, through each supported vLLM's real ``vllm serve`` parser, on the CPU.
 
     ``tests/vllm_parser/cases.py`` (workspace venv) writes the checks: every vLLM ``argv`` and ``rank_argv`` of the
-    planner's golden plans, bound with sample addresses, and its table of awkward engine args rendered by
-    ``render_engine_args``, each with the values vLLM must parse. Then for each version of ``serve_flag_versions()``
+    planner's golden plans, bound with sample addresses, its table of awkward engine args rendered by
+    ``render_engine_args``, controls that must fail, and a sweep of every option of the planner's flag data, each
+    with the values vLLM must parse. Then for each version of ``serve_flag_versions()``
     a fresh venv (``.nox/fresh/vllm_parser-<version>``) gets that vLLM without dependencies, the CPU torch and only
     what the parse path imports (VLLM_PARSE_REQUIREMENTS, with the vLLM wheel's own specifiers), and
     ``tests/vllm_parser/check.py`` runs there with ``VLLM_TARGET_DEVICE=cpu``: vLLM's parser as main.py builds it,
     ``validate_parsed_serve_args``, ``ServeSubcommand.cmd`` up to its launcher (the API server's ``setup_server``
-    up to the socket), ``AsyncEngineArgs.from_cli_args``; then every expected value. Nothing binds or connects.
+    up to the socket), ``AsyncEngineArgs.from_cli_args``; then every expected value. Nothing binds or connects; where
+    ``unshare --net`` works the check runs with no network at all.
 
     Not in the default list. vLLM wheels come from ``$DDSLURM_VLLM_WHEELS`` (directories, ``:``-separated) or the
     package index; uv's cache keeps what it downloads. It fails, never skips, when a vLLM cannot be installed.
@@ -894,6 +916,8 @@ def vllm_parser(session: nox.Session) -> None:
         "VLLM_CACHE_ROOT": str(VLLM_PARSER_DIR / "vllm-cache"),
         "VLLM_LOGGING_LEVEL": "WARNING",
     }
+    isolate = _without_network()
+    session.log("the checks run without network (unshare --net)" if isolate else "unshare --net is not available here")
     failed: list[str] = []
     summary: list[str] = []
     for version in versions:
@@ -903,6 +927,7 @@ def vllm_parser(session: nox.Session) -> None:
         script = ROOT / "tests" / "vllm_parser" / "check.py"
         try:
             session.run(
+                *isolate,
                 str(venv / "bin" / "python"),
                 *(str(script), "--cases", str(cases), "--version", version, "--report", str(report)),
                 env={**_venv_env(venv), **env},
@@ -912,7 +937,12 @@ def vllm_parser(session: nox.Session) -> None:
             failed.append(version)
         results = json.loads(report.read_text(encoding="utf-8"))["results"] if report.is_file() else []
         passed = sum(1 for r in results if r["status"] == "ok")
-        summary.append(f"vllm {version}: {passed} of {len(results)} argvs passed (venv {_du(venv)})")
+        kinds: dict[str, int] = {}
+        for check in data["checks"]:
+            if check["version"] == version:
+                kinds[check["kind"]] = kinds.get(check["kind"], 0) + 1
+        counts = ", ".join(f"{kind} {count}" for kind, count in kinds.items())
+        summary.append(f"vllm {version}: {passed} of {len(results)} argvs passed ({counts}; venv {_du(venv)})")
     for line in summary:
         session.log(line)
     if failed:

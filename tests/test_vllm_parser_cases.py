@@ -115,3 +115,18 @@ def test_rank_argvs_expect_headless_on_every_rank_but_the_first() -> None:
         assert check["expect"]["headless"] is (rank > 0)
         assert ("--headless" in check["argv"]) is (rank > 0)
         assert check["expect"]["launch"] == ("headless" if rank > 0 else "api_server")
+
+
+def test_the_sweep_covers_every_version_and_lists_what_vllm_refuses_alone() -> None:
+    versions = list(serve_flag_versions())
+    sweep = [c for c in cases.build()["checks"] if c["kind"] == "sweep"]
+    for version in versions:
+        mine = [c for c in sweep if c["version"] == version]
+        assert len(mine) > 100, f"the sweep found only {len(mine)} options of vllm {version} in the flag data"
+        must_fail = {c["id"] for c in mine if "must_fail" in c}
+        listed = {f"sweep {name}: {json.dumps(value)}" for name, value in cases.SWEEP_REFUSED}
+        assert must_fail <= listed
+    refused = {c["id"] for c in sweep if "must_fail" in c}
+    assert refused == {f"sweep {name}: {json.dumps(value)}" for name, value in cases.SWEEP_REFUSED}, (
+        "an entry of SWEEP_REFUSED is no longer swept (the planner refuses it, or the flag data lost it): drop it"
+    )

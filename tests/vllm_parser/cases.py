@@ -17,6 +17,9 @@ out of it:
   (``tests/test_vllm_parser_cases.py`` checks that in the normal test run, without vLLM).
 * **control**: :data:`CONTROLS`, argvs vLLM must refuse (or misread) at a given stage, so a check that cannot fail
   is noticed.
+* **sweep**: every option of the planner's flag data (``vllm_serve_flags.json``) with every value its kind allows
+  the sweep to pick (a switch both ways, each choice, a number), alone, as the planner renders it; the few that
+  ``vllm serve`` refuses on their own are listed in :data:`SWEEP_REFUSED` and must keep failing.
 
 An expected value is keyed by its path from the parsed ``argparse.Namespace`` (``max_model_len``,
 ``compilation_config.mode``); enums compare by value, tuples as lists. The two pseudo-keys ``launch`` (which of
@@ -210,6 +213,67 @@ CONTROLS: tuple[Control, ...] = (
 """Argvs the check must report as failing, each at its stage: if one passes, the check itself is broken."""
 
 
+SWEEP_REFUSED: Mapping[tuple[str, str | int | float | bool | None], str] = {
+    ("enable-auto-tool-choice", True): "validate_parsed_serve_args: it needs --tool-call-parser",
+    ("enable-log-outputs", True): "validate_parsed_serve_args: it needs --enable-log-requests",
+    ("grpc-port", 1): "validate_parsed_serve_args: it needs VLLM_USE_RUST_FRONTEND=1 in the environment",
+}
+"""Sweep argvs the planner renders and ``vllm serve`` refuses on their own (a second flag or a variable is needed):
+they must fail at ``validate``; if one starts to pass, vLLM dropped the requirement."""
+SWEEP_REWRITTEN = frozenset({"api-server-count"})
+"""Options ``vllm serve`` rewrites before its launcher (it sets ``api_server_count`` to None for one API server)."""
+
+
+def _sweep_values(option: Mapping[str, Any]) -> list[str | int | float | bool | None]:
+    """The values the sweep gives one option of the flag data: both switch states, every choice, a number."""
+    if option.get("kind") == "switch":
+        return [True, False]
+    if option.get("choices"):
+        return list(option["choices"])  # as the data has them: text, numbers, null
+    numbers: dict[str, list[str | int | float | bool | None]] = {"int": [1], "float": [0.5]}
+    return numbers.get(str(option.get("type")), [])
+
+
+def sweep_checks(versions: Sequence[str]) -> list[dict[str, Any]]:
+    """One check per option of the planner's flag data and value from :func:`_sweep_values` that the planner accepts
+    for that version: every switch both ways, every choice, every plain number, each alone after the fixed part."""
+    from importlib import resources
+
+    from data_designer.slurm.planner import bind_argv, check_engine_args, escape_braces, render_engine_args
+
+    data = json.loads(
+        resources.files("data_designer.slurm.planner").joinpath("data", "vllm_serve_flags.json").read_text("utf-8")
+    )
+    prefix, fixed = fixed_prefix()
+    checks: list[dict[str, Any]] = []
+    for version in versions:
+        for option in data["versions"][version]:
+            if not isinstance(option, Mapping):
+                continue  # a flag list without kinds: nothing to sweep
+            longs = [flag for flag in option.get("options", ()) if flag.startswith("--")]
+            if not longs:
+                continue
+            name = longs[0][2:]
+            for value in _sweep_values(option):
+                engine_args = {name: value}
+                if check_engine_args(engine_args, version=version):
+                    continue  # the planner refuses it (a controlled flag, a switch without its negation)
+                rendered = render_engine_args(engine_args, version=version)
+                parsed = [value] if option.get("kind") == "multi_value" else value
+                expect = {} if name in SWEEP_REWRITTEN else {name.replace("-", "_"): parsed}
+                check = {
+                    "id": f"sweep {name}: {json.dumps(value)}",
+                    "kind": "sweep",
+                    "version": version,
+                    "argv": list(bind_argv((*prefix, *(escape_braces(word) for word in rendered)), BINDINGS)),
+                    "expect": {**fixed, **expect},
+                }
+                if (name, value) in SWEEP_REFUSED:
+                    check["must_fail"] = "validate"
+                checks.append(check)
+    return checks
+
+
 def _engine_expectations(engine_args: Mapping[str, Any]) -> dict[str, Any]:
     """What vLLM must parse from a golden deployment's (plain) engine args: switches and numbers only."""
     expected: dict[str, Any] = {}
@@ -363,7 +427,12 @@ def build(versions: Sequence[str] | None = None) -> dict[str, Any]:
         "supported": SUPPORTED_VLLM,
         "versions": chosen,
         "bindings": dict(BINDINGS),
-        "checks": [*golden_checks(chosen), *awkward_checks(chosen), *control_checks(chosen)],
+        "checks": [
+            *golden_checks(chosen),
+            *awkward_checks(chosen),
+            *control_checks(chosen),
+            *sweep_checks(chosen),
+        ],
     }
 
 

@@ -75,8 +75,6 @@ class Recorder:
         self.serve = serve
         self.launch: str | None = None
         self.listen: tuple[Any, ...] | None = None
-        self.engine_args: Any = None
-        self.setup_error: BaseException | None = None
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -196,6 +194,7 @@ def check_one(check: Mapping[str, Any], serve: ModuleType, epilog: str) -> list[
     argv = list(check["argv"])
     if argv[:2] != ["vllm", "serve"]:
         raise CheckFailed("argv", f"does not start with 'vllm serve': {argv[:2]!r}")
+    sys.argv = argv  # what the `vllm` console script sees; vLLM looks at it in places (main.py: --omni)
     parser, command = build_parser(serve, epilog)
     args = parse(parser, argv[1:])
     if getattr(args, "subparser", None) != "serve":
