@@ -809,7 +809,13 @@ def _vllm_parser_venv(session: nox.Session, version: str) -> Path:
     requirements with the specifiers of the installed vLLM's metadata, then VLLM_PARSE_NO_DEPS with ``--no-deps``.
     uv's cache keeps every download, so a second run downloads nothing.
     """
-    venv = _fresh_venv(session, version, pip=True)
+    try:
+        venv = _fresh_venv(session, version, pip=True)
+    except CommandFailed:
+        session.error(
+            "vllm_parser: cannot make a venv with pip (uv seeds it from the index): no network? With no network, "
+            f"run with UV_OFFLINE=1 (uv's cache from an earlier run) and {VLLM_PARSER_WHEELS}"
+        )
     torch = os.environ.get(VLLM_PARSER_TORCH, VLLM_PARSER_DEFAULT_TORCH)
     try:
         # pip picks the torch file (the machine's CPU build where its pip configuration offers one); uv installs
@@ -891,7 +897,8 @@ def vllm_parser(session: nox.Session) -> None:
     ``unshare --net`` works the check runs with no network at all.
 
     Not in the default list. vLLM wheels come from ``$DDSLURM_VLLM_WHEELS`` (directories, ``:``-separated) or the
-    package index; uv's cache keeps what it downloads. It fails, never skips, when a vLLM cannot be installed.
+    package index; uv's cache keeps what it downloads (with it, ``UV_OFFLINE=1`` and ``$DDSLURM_VLLM_WHEELS`` it runs
+    with no network at all). It fails, never skips, when a vLLM cannot be installed.
     Pass versions after ``--`` to check only those (``nox -s vllm_parser -- 0.33.0``).
     """
     _sync(session)
