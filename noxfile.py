@@ -13,6 +13,9 @@ pytest in ``tests``, to ``benchmarks/run.py`` in ``benchmarks``).
 real_cluster (not in the default list; needs DDSLURM_REAL_CLUSTER=1 and DDSLURM_REAL_PROFILE) runs a benchmark on a
 real cluster from the built wheels; ``.ci/run`` runs it on the local cluster after ``bash scripts/test``.
 
+vllm_parser (not in the default list) feeds every vLLM argv the planner renders through each supported vLLM's real
+``vllm serve`` parser on the CPU, each vLLM in a fresh venv with only what that parse path imports.
+
 uv never downloads an interpreter here: ``UV_PYTHON_DOWNLOADS=never``, and venvs use the machine's Python 3.11.
 """
 
