@@ -175,6 +175,12 @@ AWKWARD: tuple[Awkward, ...] = (
         {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"},
     ),
     Awkward(
+        "output logging needs request logging",
+        {"enable-log-outputs": True, "enable-log-requests": True},
+        ("--enable-log-outputs", "--enable-log-requests"),
+        {"enable_log_outputs": True, "enable_log_requests": True},
+    ),
+    Awkward(
         "chat template with braces, quotes and newlines",
         {"chat-template": "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"},
         ("--chat-template", "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"),
@@ -213,11 +219,7 @@ CONTROLS: tuple[Control, ...] = (
 """Argvs the check must report as failing, each at its stage: if one passes, the check itself is broken."""
 
 
-SWEEP_REFUSED: Mapping[tuple[str, str | int | float | bool | None], str] = {
-    ("enable-auto-tool-choice", True): "validate_parsed_serve_args: it needs --tool-call-parser",
-    ("enable-log-outputs", True): "validate_parsed_serve_args: it needs --enable-log-requests",
-    ("grpc-port", 1): "validate_parsed_serve_args: it needs VLLM_USE_RUST_FRONTEND=1 in the environment",
-}
+SWEEP_REFUSED: Mapping[tuple[str, str | int | float | bool | None], str] = {}
 """Sweep argvs the planner renders and ``vllm serve`` refuses on their own (a second flag or a variable is needed):
 they must fail at ``validate``; if one starts to pass, vLLM dropped the requirement."""
 SWEEP_REWRITTEN = frozenset({"api-server-count"})

@@ -82,10 +82,10 @@ def test_a_replica_over_n_nodes_gets_one_argv_per_rank(tp: int, pp: int, gpus_pe
             set() if rank else {"--headless"}
         )
     # Apart from the rank and --headless, every rank runs the same server.
-    stripped = [[w for w in argv if w != "--headless"] for argv in replica.rank_argv]
-    for argv in stripped:
-        argv[argv.index("--node-rank") + 1] = "R"
-    assert all(argv == stripped[0] for argv in stripped)
+    stripped = [[w for w in words if w != "--headless"] for words in replica.rank_argv]
+    for words in stripped:
+        words[words.index("--node-rank") + 1] = "R"
+    assert all(words == stripped[0] for words in stripped)
 
 
 def test_a_replica_on_one_node_has_no_rank_argv() -> None:
@@ -158,3 +158,18 @@ def test_an_unsupported_or_disagreeing_vllm_version_is_refused() -> None:
 def test_vllm_version_is_a_release_number() -> None:
     with pytest.raises(InvalidInputError):
         _plan({"vllm_version": "latest"})
+
+
+@pytest.mark.parametrize(
+    ("switch", "needed"),
+    [("enable-auto-tool-choice", "tool-call-parser"), ("enable-log-outputs", "enable-log-requests")],
+)
+def test_a_switch_vllm_refuses_alone_needs_its_partner(switch: str, needed: str) -> None:
+    found = _problems({"engine_args": {switch: True}})
+    assert list(found) == [f"engine_arg_requires@deployments.big.engine_args.{switch}"], found
+    assert needed in found[f"engine_arg_requires@deployments.big.engine_args.{switch}"]
+    partner: str | bool = "hermes" if needed == "tool-call-parser" else True
+    (replica,) = _plan({"engine_args": {switch: True, needed: partner}}).allocation.replicas
+    assert f"--{switch}" in replica.argv
+    (replica,) = _plan({"engine_args": {switch: False}}).allocation.replicas
+    assert f"--no-{switch}" in replica.argv

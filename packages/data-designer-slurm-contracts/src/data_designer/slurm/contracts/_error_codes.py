@@ -78,6 +78,7 @@ _BY_CATEGORY: Final[dict[ErrorCategory, tuple[str, ...]]] = {
         "engine_arg_kind",
         "engine_arg_no_negation",
         "engine_arg_not_finite",
+        "engine_arg_requires",
         "engine_arg_unknown",
         "engine_arg_version",
         "env_var_name",

@@ -77,6 +77,7 @@ CONTROLLED_FLAGS: Mapping[str, str] = {
     "--ssl-keyfile": "the client and the health checks speak plain HTTP inside the allocation",
     "--ssl-certfile": "the client and the health checks speak plain HTTP inside the allocation",
     "--grpc": "the client needs the OpenAI-compatible HTTP server, which --grpc replaces",
+    "--grpc-port": "the client needs the OpenAI-compatible HTTP server (--grpc-port needs vLLM's Rust frontend)",
     # What is served: the positional model and the alias. vLLM rejects --served-model-name before the positional.
     "--model": "use the deployment's 'model' key",
     "--served-model-name": "the deployment's alias is the served name; rename the deployment instead",
@@ -268,6 +269,8 @@ def check_engine_args(
         if problem is not None:
             problems.append(problem)
     problems.extend(_conflicts(args, path, versions))
+    if not problems:
+        problems.extend(_requirements(args, path))
     return problems
 
 
@@ -522,6 +525,31 @@ def _expand_human_ints(text: str) -> str:
     for i in range(0, len(parts), 2):
         parts[i] = re.sub(r"\b\d+(?:\.\d+)?[kKmMgGtT]\b", lambda m: str(_human_int(m.group())), parts[i])
     return "".join(parts)
+
+
+REQUIRED_WITH: Mapping[str, str] = {
+    "enable-auto-tool-choice": "tool-call-parser",
+    "enable-log-outputs": "enable-log-requests",
+}
+"""Switches ``vllm serve`` refuses on (``validate_parsed_serve_args``) unless the other option is set too: found by
+``nox -s vllm_parser``'s sweep of every option, which feeds both pairs to the real parser."""
+
+
+def _requirements(args: Mapping[str, EngineArgValue], path: KeyPath) -> list[Problem]:
+    problems = []
+    for key, needed in REQUIRED_WITH.items():
+        on = key in args and args[key] is not False
+        given = needed in args and args[needed] is not False and args[needed] is not None
+        if on and not given:
+            problems.append(
+                Problem(
+                    code="engine_arg_requires",
+                    message=f"engine arg {key!r} needs {needed!r} too: 'vllm serve' refuses --{key} without --{needed}",
+                    key_path=(*path, key),
+                    hint=f"set '{needed}' as well, or remove {key!r}",
+                )
+            )
+    return problems
 
 
 def _conflicts(args: Mapping[str, EngineArgValue], path: KeyPath, versions: tuple[str, ...]) -> list[Problem]:
