@@ -434,6 +434,6 @@ def test_an_axis_over_a_flag_of_one_release_is_checked_against_each_child_s_rele
         assert "vllm 0.32.0 has no option --disable-prefix-caching (vllm 0.33.0 has it)" in found[0]
         assert "vllm_version" in found[0], "the fix says how to state the release"
     # A value no release accepts is reported once, at the axis, by the release that has the flag.
-    (found,) = problems_of(sweep("0.33.0", [True, False]))
-    assert "axes[0].values[1]" in found
-    assert "switch without a --no-disable-prefix-caching form" in found
+    (refused,) = problems_of(sweep("0.33.0", [True, False]))
+    assert "axes[0].values[1]" in refused
+    assert "switch without a --no-disable-prefix-caching form" in refused
