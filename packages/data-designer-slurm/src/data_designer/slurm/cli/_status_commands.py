@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import sys
+import time
+from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
@@ -124,41 +126,61 @@ def wait(
 
 
 class _Progress:
-    """A Rich progress bar of records done on a terminal; one plain line per poll otherwise."""
+    """A Rich progress bar of records done on a terminal, drawn at the final state before it closes; elsewhere one
+    plain line when the state, the records or the shard counts changed, and at least one every
+    :data:`HEARTBEAT_S` seconds, so a log shows the wait is alive without repeating itself every poll."""
 
-    def __init__(self, *, enabled: bool) -> None:
+    HEARTBEAT_S = 60.0
+
+    def __init__(
+        self,
+        *,
+        enabled: bool,
+        tty: bool | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        echo: Callable[[str], None] | None = None,
+    ) -> None:
         self._enabled = enabled
         self._bar: object | None = None
         self._task: object | None = None
-        self._tty = enabled and sys.stderr.isatty()
+        self._tty = enabled and (sys.stderr.isatty() if tty is None else tty)
+        self._monotonic = monotonic
+        self._echo = echo or (lambda line: typer.echo(line, err=True))
+        self._printed: tuple[object, ...] | None = None
+        self._printed_at = 0.0
 
     def show(self, result: RunStatus) -> None:
         if not self._enabled:
             return
         if not self._tty:
-            typer.echo(summary(result), err=True)
+            now = self._monotonic()
+            what = (result.state, result.records_done, _counts(result))
+            if what != self._printed or now - self._printed_at >= self.HEARTBEAT_S:
+                self._echo(summary(result))
+                self._printed, self._printed_at = what, now
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         if self._bar is None:
-            bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                transient=True,
-            )
+            bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
             bar.start()
             self._task = bar.add_task(result.run_id, total=result.records_total)
             self._bar = bar
         assert isinstance(self._bar, Progress)
-        self._bar.update(self._task, completed=result.records_done, description=_counts(result))  # type: ignore[arg-type]
+        # refresh now: the last poll's state is drawn before close(), not left to the next auto-refresh tick
+        self._bar.update(
+            self._task,  # type: ignore[arg-type]
+            completed=result.records_done,
+            description=_counts(result),
+            refresh=True,
+        )
 
     def close(self) -> None:
         if self._bar is not None:
             from rich.progress import Progress
 
             assert isinstance(self._bar, Progress)
+            self._bar.refresh()
             self._bar.stop()
 
 
