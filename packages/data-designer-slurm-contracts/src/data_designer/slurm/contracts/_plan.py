@@ -183,10 +183,6 @@ class ReplicaPlan(BaseModel):
         """Tasks of the replica's step: one per node."""
         return len(self.node_indices) if self.node_indices else 1
 
-    def argv_of_rank(self, rank: int) -> tuple[str, ...]:
-        """The argv template task ``rank`` of the step runs."""
-        return self.rank_argv[rank] if self.rank_argv else self.argv
-
 
 class EndpointPlan(BaseModel):
     """How the client reaches one model alias."""

@@ -174,7 +174,7 @@ class ReplicaProcess:
 
     def read_ports(self, port_dir: Path) -> bool:
         """Read the launchers' port records; True once every task of the step has published one."""
-        tasks = len(nodes_of(self.plan))
+        tasks = self.plan.ranks
         if len(self.ports) < tasks:
             found = []
             for task in range(tasks):
