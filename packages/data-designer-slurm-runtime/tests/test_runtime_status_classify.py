@@ -26,6 +26,7 @@ from data_designer.slurm.contracts import (
     ClusterProfile,
     ExecutionPlan,
     Observation,
+    PartDamage,
     RunStatus,
     SchedulerEvidence,
     ShardPlan,
@@ -52,6 +53,7 @@ from data_designer.slurm.contracts.records import (
     RetryIntent,
     RetryShard,
     RunRecord,
+    SetAsidePart,
     StatusRecord,
     SubmissionRecord,
     SubmittedJob,
@@ -71,6 +73,7 @@ from data_designer.slurm.runtime.store import (
     ShardSnapshot,
     TaskRef,
     coverage_from,
+    shard_snapshot,
 )
 from data_designer.slurm.runtime.store._reader import _tasks_by_shard
 from data_designer.slurm.runtime.testing import writer_run
@@ -1103,3 +1106,99 @@ def test_property_succeeded_iff_complete_counts_sum_and_records_bounded(
         assert snap.records_done <= got.records_done <= got.records_total
         assert got.missing == snap.missing
     assert (result.state == "succeeded") == all(not s.missing for s in run.shards)
+
+
+# -- D: damaged parts; N: what Slurm's terminal state adds; O: partial evidence ------------------------------------
+
+
+def damaged_shard(k: int, problem: str = "missing") -> ShardSnapshot:
+    """Shard ``k`` whose one complete attempt lost its only part (as the reader's cheap check reports it)."""
+    plan = shard_plan(k)
+    damage = PartDamage(
+        shard=k,
+        attempt=1,
+        path=f"shards/{k:05d}/attempts/0001/output/part-00000.parquet",
+        range=plan.range,
+        problem=problem,  # type: ignore[arg-type]
+        detail="the file is gone",
+    )
+    found = replace(attempt(k, published=FULL), damaged=(damage,))
+    return shard_snapshot(plan, (found,), (task(k),), ())
+
+
+def test_d1_a_complete_shard_with_a_lost_part_is_damaged_naming_the_part_its_records_and_the_retry() -> None:
+    run = snapshot(shard(0, attempt(0, published=FULL)), damaged_shard(1))
+    result = status_of(run, observed())
+    lost = result.shards[1]
+    assert (lost.state, lost.reason, lost.records_done) == ("damaged", "part_missing", 0)
+    assert lost.missing == (shard_plan(1).range,)
+    assert lost.damaged[0].path == "shards/00001/attempts/0001/output/part-00000.parquet"
+    assert "records 10-19" in (lost.message or "")
+    assert f"retry {run.run.run_id} --shard 1" in (lost.message or "")
+    assert (result.state, result.counts) == ("damaged", {"damaged": 1, "succeeded": 1})
+
+
+def test_d2_damage_a_retry_set_aside_is_not_damage_its_range_is_what_the_retry_generates() -> None:
+    lost = damaged_shard(0)
+    aside = SetAsidePart(damage=lost.damaged[0], moved_to=None)
+    retried = shard_snapshot(lost.plan, lost.attempts, (task(0),), (aside,))
+    assert (retried.damaged, retried.missing) == ((), (shard_plan(0).range,))
+    assert one(retried, observed(evidence(task(0), "completed", exit_code=0, end=NOW))).state != "damaged"
+
+
+def test_d3_damage_beside_other_missing_records_leaves_the_shard_its_state_with_an_anomaly() -> None:
+    plan = shard_plan(0)
+    half = replace(
+        attempt(0, published=HALF, status=ended("time_limit")),
+        damaged=(
+            PartDamage(
+                shard=0, attempt=1, path="p", range=IndexRange(plan.start, plan.start + 2), problem="size", detail="x"
+            ),
+        ),
+    )
+    result = one(shard_snapshot(plan, (half,), (task(0),), ()), observed())
+    assert (result.state, result.reason, result.records_done) == ("partial", "time_limit", 3)
+    assert any("part p" in note for note in result.anomalies)
+
+
+def test_n1_a_node_failure_is_failed_node_fail_with_the_node_never_a_users_cancel() -> None:
+    down = evidence(task(0), "node_fail", raw="NODE_FAIL", end=NOW - timedelta(minutes=4), reason="NodeDown")
+    down = down.model_copy(update={"nodes": "node3"})
+    # the supervisor's SIGTERM read as a cancel (an older release), or its own node_fail, or no status at all
+    for status in (ended("cancelled", "the job was cancelled (JobState=NODE_FAIL, Reason=NodeDown)"), None):
+        result = one(shard(0, attempt(0, status=status)), observed(down))
+        assert (result.state, result.reason) == ("failed", "node_fail"), status
+        assert "node node3 failed or was set DOWN" in (result.message or "")
+    own = one(shard(0, attempt(0, status=ended("node_fail", "node(s) node3 failed or was set DOWN"))), observed(down))
+    assert (own.state, own.reason, own.message) == ("failed", "node_fail", "node(s) node3 failed or was set DOWN")
+
+
+def test_n2_out_of_memory_is_failed_out_of_memory_with_the_memory_asked_for() -> None:
+    oom = evidence(task(0), "out_of_memory", raw="OUT_OF_MEMORY", exit_code=0, end=NOW - timedelta(minutes=4))
+    result = one(shard(0, attempt(0, status=ended("client_error", "the client worker was killed"))), observed(oom))
+    assert (result.state, result.reason) == ("failed", "out_of_memory")
+    assert "ran out of memory" in (result.message or "") and "--mem=" in (result.message or "")
+    assert "client_error: the client worker was killed" in (result.message or "")
+
+
+def test_n3_a_preemption_shows_its_requeue_evidence() -> None:
+    again = evidence(task(0), "pending", raw="PENDING", restarts=1)
+    requeued = evidence(task(0), "preempted", raw="PREEMPTED", end=NOW - timedelta(minutes=4), restarts=2)
+    assert one(shard(0, attempt(0, status=ended("preempted", "preempted"))), observed(again)).state == "pending"
+    last = attempt(0, restarts=2, status=ended("preempted", "preempted"), published=HALF)  # the third incarnation
+    result = one(shard(0, last), observed(requeued))
+    assert (result.state, result.reason) == ("partial", "preempted")
+    assert "requeued the job 2 time(s)" in (result.message or "")
+
+
+def test_o1_a_failed_source_beside_a_live_one_is_named_with_what_it_hides_and_who_depends_on_it() -> None:
+    running_once = attempt(1, beat_at=NOW - timedelta(hours=1))
+    run = snapshot(shard(0, attempt(0, published=FULL)), shard(1, running_once))
+    result = status_of(run, observed(sacct="failed"))
+    assert result.evidence == "live"
+    (source,) = result.degraded
+    assert (source.source, source.status, source.shards) == ("sacct", "failed", (1,))
+    assert "left squeue" in source.hides
+    healthy = status_of(snapshot(shard(0, attempt(0, published=FULL))), observed(sacct="timed_out"))
+    assert [(d.source, d.shards) for d in healthy.degraded] == [("sacct", ())]
+    assert status_of(run, observed()).degraded == ()

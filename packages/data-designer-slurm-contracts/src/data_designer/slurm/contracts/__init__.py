@@ -123,6 +123,7 @@ from data_designer.slurm.contracts._logs import (
     RunLogs,
 )
 from data_designer.slurm.contracts._merge import DEFAULT_MAX_ROWS_PER_FILE, MergeOutcome, MergeResult
+from data_designer.slurm.contracts._part_damage import CHEAP_PART_PROBLEMS, PartDamage, PartProblem
 from data_designer.slurm.contracts._plan import (
     PLAN_SCHEMA_VERSION,
     AllocationPlan,
@@ -182,6 +183,7 @@ from data_designer.slurm.contracts._run_status import (
     SHARD_STATES,
     AttemptState,
     AttemptStatus,
+    DegradedSource,
     MergeState,
     MergeStatus,
     RunState,
@@ -189,6 +191,7 @@ from data_designer.slurm.contracts._run_status import (
     SchedulerEvidence,
     ShardState,
     ShardStatus,
+    VerifySummary,
     WaitResult,
 )
 from data_designer.slurm.contracts._runs_list import (
@@ -233,6 +236,7 @@ __all__ = [
     "ANALYSIS_SCHEMA_VERSION",
     "BENCHMARK_PLAN_SCHEMA_VERSION",
     "BENCHMARK_SCHEMA_VERSION",
+    "CHEAP_PART_PROBLEMS",
     "CHILD_OUTCOMES",
     "COMMAND_PLACEHOLDERS",
     "DEFAULT_MAX_ROWS_PER_FILE",
@@ -315,6 +319,7 @@ __all__ = [
     "ConflictError",
     "ContainerRuntime",
     "DataDesignerSource",
+    "DegradedSource",
     "Deployment",
     "DryRunOutput",
     "EndpointPlan",
@@ -365,6 +370,8 @@ __all__ = [
     "NodesAxis",
     "NotFoundError",
     "Observation",
+    "PartDamage",
+    "PartProblem",
     "PartitionFacts",
     "Partitions",
     "PlanSummary",
@@ -424,6 +431,7 @@ __all__ = [
     "UnavailableError",
     "Unresolved",
     "UrlPath",
+    "VerifySummary",
     "VllmDeployment",
     "WaitResult",
     "WorkspaceSharing",

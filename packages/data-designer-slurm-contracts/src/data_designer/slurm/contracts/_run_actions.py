@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt
 
 from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts._types import FROZEN
-from data_designer.slurm.contracts.records import SubmittedJob
+from data_designer.slurm.contracts.records import SetAsidePart, SubmittedJob
 
 
 class RetryShardResult(BaseModel):
@@ -19,6 +19,9 @@ class RetryShardResult(BaseModel):
     reason: str | None = None
     ranges: tuple[IndexRange, ...] = Field(description="The missing record indices (what the new attempt generates).")
     records: NonNegativeInt = Field(description="How many records those ranges hold.")
+    set_aside: tuple[SetAsidePart, ...] = Field(
+        default=(), description="Its damaged parts, set aside (or, with --dry-run, to be set aside) by this retry."
+    )
 
 
 class RetryResult(BaseModel):

@@ -12,6 +12,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
+from data_designer.slurm.contracts._part_damage import PartDamage
 from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts._scheduler import SourceReport
 from data_designer.slurm.contracts._types import FROZEN
@@ -29,6 +30,7 @@ ShardState = Literal[
     "scheduler_inconsistent",
     "unknown",
     "not_submitted",
+    "damaged",
 ]
 """The state of one shard (``docs/architecture/status.md``)."""
 
@@ -52,9 +54,19 @@ AttemptState = Literal[
 """The state of one attempt; ``superseded``: a late task that lost its claim to another attempt (exit 4)."""
 
 RunState = Literal[
-    "not_submitted", "pending", "running", "succeeded", "partial", "failed", "cancelled", "unknown", "attention"
+    "not_submitted",
+    "pending",
+    "running",
+    "succeeded",
+    "partial",
+    "failed",
+    "cancelled",
+    "damaged",
+    "unknown",
+    "attention",
 ]
-"""The run as a whole: ``attention`` means no shard is active but some are missing, stale or inconsistent."""
+"""The run as a whole: ``damaged`` means every shard ended and some published parts are lost or corrupt (``retry``
+regenerates them); ``attention`` means no shard is active but some are missing, stale or inconsistent."""
 
 SchedulerEvidence = Literal["live", "cached", "none"]
 """Where the scheduler evidence came from: asked now, the last recorded observation, or nothing at all."""
@@ -108,6 +120,11 @@ class ShardStatus(BaseModel):
     array_task: NonNegativeInt | None = None
     attempts: tuple[AttemptStatus, ...] = ()
     anomalies: tuple[str, ...] = Field(default=(), description="Evidence that disagrees but does not change the state.")
+    damaged: tuple[PartDamage, ...] = Field(
+        default=(),
+        description="Published parts that are missing, of another size or (--verify) other bytes than their "
+        "manifest says, and not yet set aside by a retry: their ranges are in 'missing'.",
+    )
 
 
 class MergeStatus(BaseModel):
@@ -121,6 +138,32 @@ class MergeStatus(BaseModel):
     records: NonNegativeInt | None = Field(default=None, description="Records in the merge, from its manifest.")
     complete: bool | None = Field(default=None, description="Every record of the run is in it (manifest).")
     message: str | None = None
+
+
+class VerifySummary(BaseModel):
+    """What ``status --verify`` hashed: every published part of every contributing attempt."""
+
+    model_config = FROZEN
+
+    parts: NonNegativeInt
+    bytes: NonNegativeInt
+    seconds: NonNegativeFloat
+    workers: PositiveInt
+    damaged: NonNegativeInt = Field(description="Parts whose size or sha256 is not their manifest's.")
+
+
+class DegradedSource(BaseModel):
+    """A scheduler source that did not answer while the other did: what its absence hides, and from which shards."""
+
+    model_config = FROZEN
+
+    source: Literal["squeue", "sacct"]
+    status: str = Field(description="How it answered (failed, timed_out, disabled).")
+    detail: str | None = None
+    hides: str = Field(description="What cannot be seen without it.")
+    shards: tuple[NonNegativeInt, ...] = Field(
+        default=(), description="Shards whose state depends on it: they are unknown until it answers."
+    )
 
 
 class RunStatus(BaseModel):
@@ -153,6 +196,10 @@ class RunStatus(BaseModel):
     records_per_s: NonNegativeFloat | None = None
     submission_error: str | None = Field(default=None, description="The scheduler's refusal of the first sbatch.")
     merge: MergeStatus | None = Field(default=None, description="The run's merge, when it has one (merge/ exists).")
+    degraded: tuple[DegradedSource, ...] = Field(
+        default=(), description="Sources that failed while the other answered (the evidence is live but partial)."
+    )
+    verify: VerifySummary | None = Field(default=None, description="Set by status --verify: what was hashed.")
 
     @property
     def succeeded(self) -> bool:

@@ -31,6 +31,10 @@ def retry(
     force: Annotated[
         bool, typer.Option("--force", help="Also retry shards that ended invalid_config (they likely fail again).")
     ] = False,
+    verify: Annotated[
+        bool,
+        typer.Option("--verify", help="Hash every published part first (as status --verify): retry the damaged too."),
+    ] = False,
     profile: ProfileOption = None,
     cluster: ClusterOption = None,
     as_json: JsonOption = False,
@@ -38,8 +42,10 @@ def retry(
 ) -> None:
     """Retry the shards that did not succeed: a new attempt each, generating only the record indices they lack.
 
-    Takes failed, partial, cancelled, missing, stale and scheduler_inconsistent shards (never a succeeded one);
-    safe to run twice or from two shells at once: exactly one submits each generation.
+    Takes failed, partial, cancelled, missing, stale, scheduler_inconsistent and damaged shards (never a succeeded
+    one); safe to run twice or from two shells at once: exactly one submits each generation. A damaged shard's lost
+    or corrupt parts are set aside (moved under the run's set-aside/, never deleted) and exactly their records are
+    generated again. The parts of a shard named with --shard are hashed first; --verify hashes every shard's.
 
     Exit codes: 0 submitted (or nothing to retry); 2 invalid input; 3 no such run; 4 a named shard is pending,
     running or succeeded, or shards ended invalid_config without --force; 5 Slurm could not be asked.
@@ -48,7 +54,9 @@ def retry(
 
     run(
         "retry",
-        lambda: retry_run(run_ref, shards=shard, dry_run=dry_run, force=force, profile=profile, cluster=cluster),
+        lambda: retry_run(
+            run_ref, shards=shard, dry_run=dry_run, force=force, verify=verify, profile=profile, cluster=cluster
+        ),
         render_retry,
         as_json=as_json,
         debug=debug,
@@ -107,6 +115,11 @@ def render_retry(result: RetryResult) -> str:
             [str(s.shard), s.state, one_line(s.reason or ""), str(s.records), _ranges(s.ranges)] for s in result.shards
         ]
         lines.append(table(["SHARD", "WAS", "REASON", "RECORDS", "RANGES"], rows))
+        verb = "would set aside" if result.dry_run else "set aside"
+        for s in result.shards:
+            for part in s.set_aside:
+                where = f" -> {part.moved_to}" if part.moved_to else " (no file to move)"
+                lines.append(f"shard {s.shard}: {verb} {part.damage.path}{where}: {one_line(part.damage.detail)}")
     elif not result.resumed:
         lines.append(f"{result.run_id}: nothing to retry")
     if result.stopped:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from data_designer.slurm.cli._output import DebugOption, JsonOption, run, table
+from data_designer.slurm.cli._output import DebugOption, JsonOption, one_line, run, table
 from data_designer.slurm.cli._profile_commands import ClusterOption, ProfileOption
 
 if TYPE_CHECKING:
@@ -51,6 +51,14 @@ def status(
     no_refresh: Annotated[
         bool, typer.Option("--no-refresh", help="Do not ask Slurm: classify with the last recorded observation.")
     ] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Hash every published part against its manifest's sha256 (one thread per core): a shard with a "
+            "corrupt part is damaged. Without it, each part's existence and size are checked.",
+        ),
+    ] = False,
     output: Annotated[Format, typer.Option("--format", help="table, json or csv.")] = Format.table,
     profile: ProfileOption = None,
     cluster: ClusterOption = None,
@@ -60,28 +68,79 @@ def status(
     """Show how a run stands: records done, shards per state, and why each shard that is not succeeded is not.
 
     One squeue and one sacct call for the whole run (appended to the run directory as an observation); when
-    Slurm cannot be asked, the last recorded observation is used and its age shown.
+    Slurm cannot be asked, the last recorded observation is used and its age shown; when one of the two fails,
+    the summary names it and what it hides. Every published part is checked to exist with its manifest's size;
+    --verify also hashes each one (a progress bar on a terminal).
 
-    Exit codes: 0 (whatever the run's state); 5 Slurm could not be asked and a shard is unknown (the last known
-    state is still printed); 6 with --check unless the run succeeded; 2 invalid input; 3 no such run.
+    Exit codes: 0 (whatever the run's state); 5 Slurm (squeue, sacct or both) could not be asked and a shard's
+    state depends on it (the last known state is still printed); 6 with --check unless the run succeeded; 2
+    invalid input; 3 no such run.
     """
     from data_designer.slurm.services import is_unavailable, run_status
 
     fmt = Format.json if as_json else output
+    bar = _VerifyBar(enabled=verify and not as_json and fmt is Format.table)
 
     def exit_code(result: RunStatus) -> int:
         if is_unavailable(result):
             return EXIT_UNAVAILABLE
         return EXIT_CHECK_FAILED if check and not result.succeeded else 0
 
-    run(
-        "status",
-        lambda: run_status(run_ref, profile=profile, cluster=cluster, refresh=not no_refresh),
-        (lambda result: render_csv(result)) if fmt is Format.csv else (lambda result: render_status(result, shards)),
-        as_json=fmt is Format.json,
-        debug=debug,
-        exit_code=exit_code,
-    )
+    try:
+        run(
+            "status",
+            lambda: run_status(
+                run_ref,
+                profile=profile,
+                cluster=cluster,
+                refresh=not no_refresh,
+                verify=verify,
+                on_verify=bar.show,
+            ),
+            (lambda result: render_csv(result))
+            if fmt is Format.csv
+            else (lambda result: render_status(result, shards)),
+            as_json=fmt is Format.json,
+            debug=debug,
+            exit_code=exit_code,
+        )
+    finally:
+        bar.close()
+
+
+class _VerifyBar:
+    """Bytes hashed by ``status --verify``, as a transient Rich bar on a terminal; nothing elsewhere."""
+
+    def __init__(self, *, enabled: bool, tty: bool | None = None) -> None:
+        self._enabled = enabled and (sys.stderr.isatty() if tty is None else tty)
+        self._bar: object | None = None
+        self._task: object | None = None
+
+    def show(self, parts_done: int, parts: int, done: int, total: int) -> None:
+        if not self._enabled:
+            return
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+        if self._bar is None:
+            bar = Progress(
+                TextColumn("verifying {task.fields[parts]}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                transient=True,
+            )
+            bar.start()
+            self._task = bar.add_task("verify", total=total, parts=f"0/{parts} parts")
+            self._bar = bar
+        assert isinstance(self._bar, Progress)
+        self._bar.update(self._task, completed=done, parts=f"{parts_done}/{parts} parts")  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        if self._bar is not None:
+            from rich.progress import Progress
+
+            assert isinstance(self._bar, Progress)
+            self._bar.stop()
 
 
 def wait(
@@ -204,6 +263,9 @@ def render_status(result: RunStatus, every_shard: bool) -> str:
         lines.append(f"not submitted: {result.submission_error}")
     if result.scheduler_error:
         lines.append(f"Slurm could not be asked: {result.scheduler_error}")
+    lines.extend(degraded_lines(result))
+    if result.verify is not None:
+        lines.append(verify_line(result))
     if result.merge is not None:
         lines.append(merge_line(result.merge))
     shown = [s for s in result.shards if every_shard or s.state != "succeeded"]
@@ -228,6 +290,33 @@ def render_status(result: RunStatus, every_shard: bool) -> str:
         if len(anomalies) > 20:
             lines.append(f"  ... and {len(anomalies) - 20} more (--json shows all)")
     return "\n".join(lines)
+
+
+def degraded_lines(result: RunStatus) -> list[str]:
+    """One line per source that failed while the other answered: what it hides, and which shards depend on it."""
+    lines = []
+    for item in result.degraded:
+        detail = f" ({one_line(item.detail)})" if item.detail else ""
+        depends = (
+            f"; shard(s) {_shard_list(item.shards)} depend on it and are unknown until it answers"
+            if item.shards
+            else "; no shard's state depends on it now"
+        )
+        lines.append(f"{item.source} {item.status}{detail}: {item.hides}{depends}")
+    return lines
+
+
+def verify_line(result: RunStatus) -> str:
+    v = result.verify
+    assert v is not None
+    rate = f", {v.bytes / v.seconds / 1e6:.0f} MB/s" if v.seconds > 0 else ""
+    damaged = f"{v.damaged} damaged" if v.damaged else "every part matches its manifest"
+    return f"verified {v.parts} part(s), {v.bytes / 1e6:.1f} MB in {v.seconds:.2f}s ({v.workers} worker(s){rate}): {damaged}"
+
+
+def _shard_list(shards: tuple[int, ...]) -> str:
+    shown = ", ".join(map(str, shards[:10]))
+    return shown + (f" (+{len(shards) - 10} more)" if len(shards) > 10 else "")
 
 
 def merge_line(merge: MergeStatus) -> str:
@@ -286,7 +375,8 @@ def _evidence(result: RunStatus) -> str:
     if result.evidence == "none":
         return "no scheduler evidence"
     age = f" ({_duration(result.evidence_age_s or 0.0)} old)" if result.evidence == "cached" else ""
-    return f"scheduler evidence {result.evidence}{age}"
+    failed = " and ".join(f"{item.source} {item.status}" for item in result.degraded)
+    return f"scheduler evidence {result.evidence}{age}" + (f", partial: {failed}" if failed else "")
 
 
 def _duration(seconds: float) -> str:

@@ -101,6 +101,7 @@ from data_designer.slurm.contracts.records._retry import (
     ResumeClaim,
     RetryIntent,
     RetryShard,
+    SetAsidePart,
 )
 from data_designer.slurm.contracts.records._run import RUN_SCHEMA, RunRecord
 from data_designer.slurm.contracts.records._schema import (
@@ -213,6 +214,7 @@ __all__ = [
     "Routing",
     "RunRecord",
     "SeedRewrite",
+    "SetAsidePart",
     "StatusRecord",
     "SubmissionRecord",
     "SubmittedJob",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pydantic import AwareDatetime, BaseModel, Field, NonNegativeInt, PositiveInt
 
+from data_designer.slurm.contracts._part_damage import PartDamage
 from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts._scheduler import SubmissionUnit
 from data_designer.slurm.contracts._types import FROZEN, PrintableText
@@ -33,6 +34,18 @@ class Requester(BaseModel):
     time: AwareDatetime = Field(description="When it asked, by its clock.")
 
 
+class SetAsidePart(BaseModel):
+    """A damaged part a retry took out of its attempt's ``output/``: what was wrong and where it went."""
+
+    model_config = FROZEN
+
+    damage: PartDamage
+    moved_to: PrintableText | None = Field(
+        default=None,
+        description="Where the part was moved, relative to the run directory (None: there was no file to move).",
+    )
+
+
 class RetryShard(BaseModel):
     """One shard a retry generation takes: its state when selected and the record ranges it was missing."""
 
@@ -42,6 +55,12 @@ class RetryShard(BaseModel):
     state: PrintableText = Field(description="The shard's state when the retry selected it (failed, partial, ...).")
     reason: PrintableText | None = None
     ranges: tuple[IndexRange, ...] = Field(strict=False, description="The record indices no valid manifest covered.")
+    set_aside: tuple[SetAsidePart, ...] = Field(
+        default=(),
+        strict=False,
+        description="Damaged parts this retry set aside (moved, never deleted) so that their ranges are generated "
+        "again; readers count a part named here for nothing, wherever its file is.",
+    )
 
 
 class RetryIntent(BaseModel):

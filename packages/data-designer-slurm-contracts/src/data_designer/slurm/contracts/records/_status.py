@@ -20,10 +20,12 @@ FinalStatus = Literal[
     "time_limit",
     "preempted",
     "endpoint_unreachable",
+    "node_fail",
     "internal_error",
 ]
 """How an attempt ended; every ending of the supervisor is exactly one of these (``internal_error``: a bug in the
-supervisor or a filesystem it cannot write, with the traceback as the log tail)."""
+supervisor or a filesystem it cannot write, with the traceback as the log tail; ``node_fail``: Slurm ended the job
+because a node of its allocation failed or was set DOWN)."""
 
 EXIT_CODES: dict[str, int] = {
     "succeeded": 0,
@@ -37,6 +39,7 @@ EXIT_CODES: dict[str, int] = {
     "time_limit": 13,
     "preempted": 14,
     "endpoint_unreachable": 15,
+    "node_fail": 16,
 }
 """The supervisor's exit code (the job's, in ``sacct``) for each final status."""
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE, CheckFailedError, ConflictError
+from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE, CheckFailedError, ConflictError, PartDamage
 from data_designer.slurm.contracts import __version__ as runtime_version
 from data_designer.slurm.contracts.records import (
     PROVENANCE_COLUMNS,
@@ -90,6 +90,26 @@ class RunIncomplete(CheckFailedError):
         self.snapshot = snapshot
 
 
+def damaged_part(run_id: str, damage: PartDamage, *, more: int = 0) -> CheckFailedError:
+    """A part that is not what its manifest says (exit 6, ``part_invalid``), with the retry that regenerates it."""
+    others = f" ({more} more damaged part(s): 'data-designer slurm status RUN' lists them)" if more else ""
+    return CheckFailedError(
+        f"shard {damage.shard} attempt {damage.attempt}: part {damage.path} cannot be merged: {damage.detail}{others}",
+        code="part_invalid",
+        operation=_OPERATION,
+        file=damage.path,
+        hint=retry_hint(run_id, damage.shard),
+    )
+
+
+def retry_hint(run_id: str, shard: int) -> str:
+    return (
+        f"run 'data-designer slurm retry {run_id} --shard {shard}': it sets the damaged part aside (never deletes "
+        "it) and generates exactly its records again; or merge the rest with --allow-partial. Nothing was written "
+        "under the merge's final name"
+    )
+
+
 def merge_snapshot(snapshot: RunSnapshot, options: MergeOptions, *, clock: Clock = system_clock) -> Merged:
     """Merge what the snapshot's valid manifests cover. Refuses missing records unless ``allow_partial``
     (:class:`RunIncomplete`) and any part that fails its manifest (CheckFailedError, exit 6)."""
@@ -104,6 +124,9 @@ def merge_run_dir(layout: RunLayout, options: MergeOptions, *, clock: Clock = sy
 
 
 def _checked(snapshot: RunSnapshot, options: MergeOptions) -> tuple[_Run, MergeSources]:
+    damaged = [item for shard in snapshot.shards for item in shard.damaged]
+    if damaged and not options.allow_partial:
+        raise damaged_part(snapshot.run.run_id, damaged[0], more=len(damaged) - 1)
     sources = merge_sources(snapshot)
     if sources.missing and not options.allow_partial:
         raise RunIncomplete(snapshot, sources)

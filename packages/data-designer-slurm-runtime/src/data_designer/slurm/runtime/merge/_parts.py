@@ -233,6 +233,8 @@ def _bad(source: SourceSlice, why: str) -> CheckFailedError:
         code="part_invalid",
         operation=_OPERATION,
         file=source.path,
-        hint="the part no longer matches what its attempt published (edited, truncated or lost on disk): restore it "
-        "from a backup, or execute the run again; nothing was written under the merge's final name",
+        hint="the part no longer matches what its attempt published (edited, truncated or lost on disk): run "
+        f"'data-designer slurm retry RUN --shard {source.shard}': it verifies the shard's parts, sets the "
+        "damaged one aside (never deletes it) and generates exactly its records again. Nothing was written under "
+        "the merge's final name",
     )

@@ -13,6 +13,7 @@ from data_designer.slurm.contracts import (
     TERMINAL_TASK_STATES,
     AttemptState,
     AttemptStatus,
+    DegradedSource,
     Observation,
     RunState,
     RunStatus,
@@ -22,7 +23,7 @@ from data_designer.slurm.contracts import (
     TaskEvidence,
 )
 from data_designer.slurm.contracts.records import EXIT_CODES, EXIT_NOT_OURS
-from data_designer.slurm.planner import count_indices
+from data_designer.slurm.planner import count_indices, missing_ranges
 from data_designer.slurm.runtime.status._merge_state import merge_status
 from data_designer.slurm.runtime.store import (
     AttemptSnapshot,
@@ -125,7 +126,38 @@ def classify(
         merge=merge_status(
             snapshot, observation, now, grace_s=rules.grace_s, evidence=evidence, asked=asked
         ),  # rows M1-M10
+        degraded=_degraded(observation, evidence, shards),
     )
+
+
+_HIDES = {
+    "sacct": "jobs that ended and left squeue (their end, exit code and node) cannot be seen",
+    "squeue": "pending reasons, and jobs that sacct has not recorded yet, cannot be seen",
+}
+
+
+def _degraded(
+    observation: Observation | None, evidence: SchedulerEvidence, shards: tuple[ShardStatus, ...]
+) -> tuple[DegradedSource, ...]:
+    """Row O1: one source failed while the other answered: live but partial evidence, and the shards it leaves
+    unknown (their verdict depends on the missing source)."""
+    if observation is None or evidence != "live":
+        return ()
+    depends = tuple(s.shard for s in shards if s.state == "unknown" and s.reason == "scheduler_unavailable")
+    found = []
+    for report in (observation.squeue, observation.sacct):
+        if report.status in ("ok", "not_run"):
+            continue
+        found.append(
+            DegradedSource(
+                source=report.source,
+                status=report.status,
+                detail=report.detail,
+                hides=_HIDES[report.source],
+                shards=depends,
+            )
+        )
+    return tuple(found)
 
 
 def _classify_shard(
@@ -159,6 +191,8 @@ def _classify_shard(
             message=f"the scheduler could not be asked; last known: {verdict.state} ({age:.0f}s ago)",
         )
     done = shard.records_done
+    if shard.damaged and verdict.state != "damaged":
+        anomalies.extend(f"part {d.path}: {d.detail}; retry regenerates its records" for d in shard.damaged)
     return ShardStatus(
         shard=shard.plan.shard,
         state=verdict.state,
@@ -173,6 +207,7 @@ def _classify_shard(
         array_task=latest.array_task if latest is not None else None,
         attempts=attempts,
         anomalies=tuple(anomalies),
+        damaged=shard.damaged,
     )
 
 
@@ -186,6 +221,9 @@ def _verdict(
     rules: Rules,
     anomalies: list[str],
 ) -> _Verdict:
+    # Row D: every index is published but some parts are lost or corrupt, and no retry has set them aside yet.
+    if shard.damaged and _only_damage(shard):
+        return _damaged(shard, snapshot)
     # Row 1: valid manifests cover the whole range. Nothing else can make a shard succeeded.
     if not shard.missing:
         if ev is not None and ev.state in TERMINAL_TASK_STATES and ev.state != "completed":
@@ -206,19 +244,19 @@ def _verdict(
         return _Verdict("pending", reason=ev.reason if ev.reason not in (None, "None") else None)
     if own is not None and own.status is not None:
         # The attempt's classified ending is final, even while Slurm still completes the job or the evidence is an
-        # older (cached) observation that saw it running.
-        return _ended(shard, own)
+        # older (cached) observation that saw it running; Slurm's own terminal state may say more (row N1).
+        return _ended(shard, own, ev, snapshot)
     if ev is not None and ev.state == "running":
         return _running(shard, own, latest, ev, now, rules)
     ended = _latest_status(shard)
     if ended is not None and ended.number >= shard.attempts[-1].number and not _claimed_by_a_task(ended, shard):
         # The newest attempt ended but its claim names none of the shard's tasks (unreadable): its ending stands.
         # One claimed by an earlier task speaks for that task only, never for a later (retry) task unseen now.
-        return _ended(shard, ended)
+        return _ended(shard, ended, None, snapshot)
     if ev is not None and ev.state == "unknown":  # a well-formed Slurm state this code does not know
         return _Verdict("unknown", reason="unknown_task_state", message=f"Slurm reports the state {ev.raw_state!r}")
     if ev is not None:  # terminal in Slurm, and the task's own attempt wrote no status.json
-        return _terminal_without_status(shard, own, latest, ev, now, rules)
+        return _terminal_without_status(shard, snapshot, own, latest, ev, now, rules)
     return _unseen(shard, own, latest, observation, now, rules)
 
 
@@ -292,11 +330,31 @@ def _running(
     return _Verdict("running", phase=phase or "starting", last_log_line=line, live_records=progress)
 
 
-def _ended(shard: ShardSnapshot, attempt: AttemptSnapshot) -> _Verdict:
+def _ended(shard: ShardSnapshot, attempt: AttemptSnapshot, ev: TaskEvidence | None, snapshot: RunSnapshot) -> _Verdict:
     status = attempt.status
     assert status is not None
     line = _last_own_line(status.log_tail) or attempt.last_log_line
     done = shard.records_done
+    cause = _slurm_cause(ev, snapshot) if ev is not None and status.status != "succeeded" else None
+    if status.status == "node_fail" or (cause is not None and cause.reason == "node_fail"):
+        # Row N1: a node of the allocation failed or was set DOWN: a failure (retry takes it), never a user's cancel.
+        message = status.message if status.status == "node_fail" else None
+        if cause is not None and (message is None or (ev is not None and ev.nodes and ev.nodes not in message)):
+            message = f"{cause.message}" + (f"; the supervisor said: {message}" if message else "")
+        return _Verdict("failed", reason="node_fail", message=message, last_log_line=line)
+    if cause is not None and cause.reason == "out_of_memory":
+        # Row N2: the kernel's OOM killer ended a process of the job: Slurm says OUT_OF_MEMORY, whatever it broke.
+        return _Verdict(
+            "failed",
+            reason="out_of_memory",
+            message=f"{cause.message}; the supervisor said: {status.status}: {status.message}",
+            last_log_line=line,
+        )
+    if status.status == "preempted" and ev is not None and ev.restarts:
+        # Row N3: a preemption with its requeue evidence.
+        requeued = f"{status.message} (Slurm requeued the job {ev.restarts} time(s), state {ev.raw_state})"
+        state: ShardState = "partial" if done else "failed"
+        return _Verdict(state, reason="preempted", message=requeued, last_log_line=line)
     if status.status == "succeeded":
         reason = "manifest_invalid"
         message = "status.json says succeeded but no valid result manifest covers the range (missing or corrupt)"
@@ -306,6 +364,57 @@ def _ended(shard: ShardSnapshot, attempt: AttemptSnapshot) -> _Verdict:
     if status.status in _PARTIAL_ENDINGS and done:
         return _Verdict("partial", reason=status.status, message=status.message, last_log_line=line)
     return _Verdict("failed", reason=status.status, message=status.message, last_log_line=line)
+
+
+@dataclass(frozen=True)
+class _Cause:
+    reason: str
+    message: str
+
+
+def _slurm_cause(ev: TaskEvidence, snapshot: RunSnapshot) -> _Cause | None:
+    """What Slurm's terminal state says that an attempt's own ending cannot: a node failure, or the OOM killer."""
+    where = f" on {ev.nodes}" if ev.nodes and ev.nodes not in ("None", "(null)") else ""
+    detail = f"Slurm: {ev.raw_state}" + (f", reason {ev.reason}" if ev.reason not in (None, "None") else "")
+    if ev.state == "node_fail":
+        node = f"node {ev.nodes}" if where else "a node of the allocation"
+        return _Cause(
+            "node_fail",
+            f"{node} failed or was set DOWN ({detail}); 'data-designer slurm retry RUN' runs the shard again",
+        )
+    if ev.state == "out_of_memory":
+        return _Cause("out_of_memory", f"the job ran out of memory{where} ({detail}; {_memory_asked(snapshot)})")
+    return None
+
+
+def _memory_asked(snapshot: RunSnapshot) -> str:
+    allocation = snapshot.plan.allocation
+    if allocation.exclusive:
+        return "it asked for all of each node's memory (--mem=0, exclusive); raise the deployments' memory or use larger nodes"
+    if allocation.memory_mb_per_node is not None:
+        return (
+            f"it asked for --mem={allocation.memory_mb_per_node}M per node; raise client.memory_gb or the "
+            "deployments' memory_gb_per_replica"
+        )
+    return "its memory request is unknown"
+
+
+def _only_damage(shard: ShardSnapshot) -> bool:
+    """Every index the shard misses is in a damaged part: the damage alone keeps it from succeeded."""
+    covered = [item for ranges in shard.kept.values() for item in ranges]
+    covered += [damage.range for damage in shard.damaged]
+    return not missing_ranges(shard.plan.range, covered)
+
+
+def _damaged(shard: ShardSnapshot, snapshot: RunSnapshot) -> _Verdict:
+    first = shard.damaged[0]
+    more = f" (+{len(shard.damaged) - 1} more damaged part(s))" if len(shard.damaged) > 1 else ""
+    records = f"records {first.range.start}-{first.range.stop - 1}"
+    message = (
+        f"part {first.path} ({records}): {first.detail}{more}; run 'data-designer slurm retry "
+        f"{snapshot.run.run_id} --shard {shard.plan.shard}' to set it aside and generate its records again"
+    )
+    return _Verdict("damaged", reason=f"part_{first.problem}", message=message)
 
 
 def _last_own_line(log_tail: tuple[str, ...]) -> str | None:
@@ -322,7 +431,13 @@ def _preflight_failed(shard: ShardSnapshot) -> bool:
 
 
 def _terminal_without_status(
-    shard: ShardSnapshot, own: AttemptSnapshot | None, latest: TaskRef, ev: TaskEvidence, now: datetime, rules: Rules
+    shard: ShardSnapshot,
+    snapshot: RunSnapshot,
+    own: AttemptSnapshot | None,
+    latest: TaskRef,
+    ev: TaskEvidence,
+    now: datetime,
+    rules: Rules,
 ) -> _Verdict:
     # this incarnation never claimed: the preflight failed (the exit code is in sacct; squeue alone prints none,
     # but Slurm's own stderr of the task shows the import check failing)
@@ -342,6 +457,10 @@ def _terminal_without_status(
     unproven = ended_at is None and ev.source == "squeue"
     if unproven or (ended_at is not None and (now - ended_at).total_seconds() < rules.grace_s):
         return _Verdict("running", phase="stopping", message=f"Slurm: {ev.raw_state}; waiting for status.json")
+    slurm = _slurm_cause(ev, snapshot)
+    if slurm is not None:  # rows N1, N2 without status.json: the node died with the supervisor, or OOM killed it
+        own_line = own.last_log_line if own is not None else None
+        return _Verdict("failed", reason=slurm.reason, message=slurm.message, last_log_line=own_line)
     detail = f"Slurm says {ev.raw_state}" + (f" (exit {ev.exit_code})" if ev.exit_code is not None else "")
     if own is None and shard.batch_errors:  # it ended before claiming: Slurm's own stderr says why
         line: str | None = shard.batch_errors[-1].lines[-1]
@@ -477,7 +596,7 @@ def _run_state(counts: Counter[ShardState], snapshot: RunSnapshot) -> RunState:
         return "pending"
     if counts["unknown"]:
         return "unknown"
-    for state in ("failed", "cancelled", "partial"):
+    for state in ("failed", "cancelled", "partial", "damaged"):
         if counts[state]:
             return state
     return "attention"

@@ -44,6 +44,8 @@ PORTS_DIR = "ports"
 OBSERVATIONS_DIR = "observations"
 RETRIES_DIR = "retries"
 CANCELLATIONS_DIR = "cancellations"
+SET_ASIDE_DIR = "set-aside"
+"""Damaged parts a retry took out of their attempts' ``output/`` (``set-aside/<generation>/<the part's path>``)."""
 WORKER_HOME_DIR = "home"  # the client worker's $HOME (the host's settings and caches)
 HOST_ARTIFACTS_DIR = "artifacts"  # the host's own batch files and metadata (the host makes and writes it)
 JOB_NAME_PREFIX = "dd-"
@@ -299,6 +301,16 @@ class RunLayout:
 
     def retry_intent(self, generation: int) -> Path:
         return self.retries_dir / f"{_index(generation, 'generation', minimum=1):04d}.json"
+
+    @property
+    def set_aside_dir(self) -> Path:
+        """Damaged parts retries set aside, by generation: ``set-aside/NNNN/shards/.../output/<part>`` (never read
+        as output, never deleted by the product)."""
+        return self.run_dir / SET_ASIDE_DIR
+
+    def set_aside_path(self, generation: int, part_path: str) -> str:
+        """Where retry generation ``generation`` puts the part at ``part_path`` (both relative to the run dir)."""
+        return f"{SET_ASIDE_DIR}/{_index(generation, 'generation', minimum=1):04d}/{part_path}"
 
     def resume_claim(self, generation: int, resume: int) -> Path:
         """The ``resume``-th takeover of generation ``generation``'s intent (``retries/NNNN.resume-K``)."""

@@ -16,16 +16,24 @@ once for the run, not once per shard.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel
 
-from data_designer.slurm.contracts import ChunkLayout, NotFoundError, SlurmExtensionError, UnavailableError
+from data_designer.slurm.contracts import (
+    ChunkLayout,
+    NotFoundError,
+    PartDamage,
+    ShardPlan,
+    SlurmExtensionError,
+    UnavailableError,
+)
 from data_designer.slurm.contracts.records import (
     ATTEMPT_SCHEMA,
     CANCELLATION_SCHEMA,
@@ -40,14 +48,16 @@ from data_designer.slurm.contracts.records import (
     RUN_SCHEMA,
     STATUS_SCHEMA,
     SUBMISSION_SCHEMA,
+    IndexRange,
     ObservationRecord,
     OutputManifest,
     RecordSchema,
     RunRecord,
+    SetAsidePart,
     SubmissionRecord,
 )
 from data_designer.slurm.runtime.scheduler import expand_indices
-from data_designer.slurm.runtime.store._coverage import coverage_from, manifest_matches
+from data_designer.slurm.runtime.store._coverage import coverage_from, manifest_matches, part_refs
 from data_designer.slurm.runtime.store._interner import Interner
 from data_designer.slurm.runtime.store._layout import (
     ATTEMPT_RECORD,
@@ -76,6 +86,7 @@ from data_designer.slurm.runtime.store._merges import (
     merge_jobs_dir,
     read_merge,
 )
+from data_designer.slurm.runtime.store._parts import PartRef, check_part
 from data_designer.slurm.runtime.store._plan import load_plan
 from data_designer.slurm.runtime.store._record_io import Clock, RecordOk, read_record, sequence_numbers, system_clock
 from data_designer.slurm.runtime.store._snapshot import (
@@ -103,6 +114,7 @@ class _Counter:
     def __init__(self) -> None:
         self.files = 0
         self.listings = 0
+        self.parts = 0
 
 
 def read_run(layout: RunLayout, *, clock: Clock = system_clock, attempt_records: bool = False) -> RunSnapshot:
@@ -137,6 +149,7 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock, attempt_records:
         else ()
     )
     merge_jobs, merge = _read_merges(layout, count, problems) if MERGE_DIR in run_names else ((), None)
+    set_aside = _set_aside(retries)
     present = _list(layout.shards_dir, count)
     shard_dirs = {number for number in map(parse_shard, present) if number is not None}
     shards_root = str(layout.shards_dir)
@@ -154,20 +167,10 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock, attempt_records:
                         layout, directory, shard.shard, number, run.plan_digest, count, interner, attempt_records
                     )
                 )
-        manifests = {a.number: a.manifest for a in attempts if a.manifest is not None}
-        coverage = coverage_from(shard, manifests)
         shard_tasks = tasks.get(shard.shard, ())
         errors = () if attempts else _batch_errors(layout, shard_tasks, run_names, count)
         shards.append(
-            ShardSnapshot(
-                plan=shard,
-                attempts=tuple(attempts),
-                tasks=shard_tasks,
-                kept=coverage.kept,
-                overlap=coverage.overlap,
-                missing=coverage.missing,
-                batch_errors=errors,
-            )
+            shard_snapshot(shard, tuple(attempts), shard_tasks, set_aside.get(shard.shard, ()), batch_errors=errors)
         )
     observation, observed_at = observations
     return RunSnapshot(
@@ -180,13 +183,101 @@ def read_run(layout: RunLayout, *, clock: Clock = system_clock, attempt_records:
         last_observation=observation,
         last_observation_at=observed_at,
         problems=tuple(problems),
-        stats=ReadStats(files_read=count.files, directories_listed=count.listings),
+        stats=ReadStats(files_read=count.files, directories_listed=count.listings, parts_checked=count.parts),
         retries=retries,
         cancellations=cancellations,
         highest_retry_file=highest_retry,
         merge_jobs=merge_jobs,
         merge=merge,
     )
+
+
+def _set_aside(retries: tuple[RetrySnapshot, ...]) -> dict[int, tuple[SetAsidePart, ...]]:
+    """shard -> the parts retry intents set aside (first intent naming a part wins)."""
+    found: dict[int, dict[tuple[int, str], SetAsidePart]] = {}
+    for retry in retries:
+        for item in retry.intent.shards:
+            for part in item.set_aside:
+                found.setdefault(part.damage.shard, {}).setdefault((part.damage.attempt, part.damage.path), part)
+    return {shard: tuple(parts.values()) for shard, parts in found.items()}
+
+
+def shard_snapshot(
+    shard: ShardPlan,
+    attempts: tuple[AttemptSnapshot, ...],
+    tasks: tuple[TaskRef, ...],
+    set_aside: tuple[SetAsidePart, ...],
+    *,
+    batch_errors: tuple[BatchError, ...] = (),
+    verified: tuple[PartDamage, ...] = (),
+) -> ShardSnapshot:
+    """One shard's snapshot from its attempts (pure): coverage less the ranges of damaged parts (the cheap check's,
+    plus ``verified``: what hashing found) and of parts a retry set aside; damage a retry set aside is not
+    damage any more."""
+    aside = {(part.damage.attempt, part.damage.path): part for part in set_aside}
+    damaged = [d for a in attempts for d in a.damaged if (d.attempt, d.path) not in aside]
+    damaged += [d for d in verified if (d.attempt, d.path) not in aside]
+    lost: dict[int, list[IndexRange]] = {}
+    for item in (*damaged, *(part.damage for part in set_aside)):
+        lost.setdefault(item.attempt, []).append(item.range)
+    manifests = {a.number: a.manifest for a in attempts if a.manifest is not None}
+    coverage = coverage_from(shard, manifests, lost)
+    return ShardSnapshot(
+        plan=shard,
+        attempts=attempts,
+        tasks=tasks,
+        kept=coverage.kept,
+        overlap=coverage.overlap,
+        missing=coverage.missing,
+        batch_errors=batch_errors,
+        damaged=tuple(damaged),
+        set_aside=set_aside,
+        lost={number: tuple(ranges) for number, ranges in lost.items()},
+    )
+
+
+def with_verified(snapshot: RunSnapshot, damages: Sequence[PartDamage]) -> RunSnapshot:
+    """``snapshot`` with the damage hashing found (``store.verify_parts``) counted as the cheap check's is."""
+    if not damages:
+        return snapshot
+    by_shard: dict[int, list[PartDamage]] = {}
+    for item in damages:
+        by_shard.setdefault(item.shard, []).append(item)
+    shards = tuple(
+        shard_snapshot(
+            s.plan,
+            s.attempts,
+            s.tasks,
+            s.set_aside,
+            batch_errors=s.batch_errors,
+            verified=(*(d for d in by_shard[s.plan.shard] if d not in s.damaged),),
+        )
+        if s.plan.shard in by_shard
+        else s
+        for s in snapshot.shards
+    )
+    return dataclasses.replace(snapshot, shards=shards)
+
+
+def contributing_parts(snapshot: RunSnapshot) -> tuple[PartRef, ...]:
+    """The parts that hold a record the shards count (their attempt keeps a range they overlap), not already
+    damaged or set aside: what ``status --verify`` hashes."""
+    refs: list[PartRef] = []
+    for shard in snapshot.shards:
+        excluded = {(d.attempt, d.path) for d in shard.damaged} | {
+            (p.damage.attempt, p.damage.path) for p in shard.set_aside
+        }
+        for attempt in shard.attempts:
+            kept = shard.kept.get(attempt.number, ())
+            if not kept or attempt.manifest is None:
+                continue
+            for ref in part_refs(shard.plan.shard, attempt.number, attempt.manifest):
+                if (attempt.number, ref.path) in excluded:
+                    continue
+                first, stop = ref.range
+                if any(item[0] < stop and first < item[1] for item in kept):
+                    refs.append(ref)
+    return tuple(refs)
 
 
 def _read_merges(
@@ -386,15 +477,17 @@ def _read_attempt(
         return None
 
     manifest = _valid_manifest(read(_MANIFEST_NAME, MANIFEST_SCHEMA), layout, plan_digest, shard, number, problems)
+    damaged = _damaged_parts(str(layout.run_dir), shard, number, manifest, count) if manifest is not None else ()
     if manifest is not None and manifest.complete and manifest.ranges == manifest.assigned:
         if not attempt_records:
-            return AttemptSnapshot(number=number, manifest=manifest)
+            return AttemptSnapshot(number=number, manifest=manifest, damaged=damaged)
         done, ended = read(ATTEMPT_RECORD, ATTEMPT_SCHEMA), read(STATUS_RECORD, STATUS_SCHEMA)
         return AttemptSnapshot(
             number=number,
             manifest=manifest,
             record=done.payload if done else None,
             status=ended.payload if ended else None,
+            damaged=damaged,
         )
     status = read(STATUS_RECORD, STATUS_SCHEMA)
     succeeded = status is not None and status.payload.status == "succeeded"
@@ -418,7 +511,17 @@ def _read_attempt(
         status=status.payload if status else None,
         last_log_line=last_line,
         problems=tuple(problems),
+        damaged=damaged,
     )
+
+
+def _damaged_parts(
+    run_dir: str, shard: int, number: int, manifest: OutputManifest, count: _Counter
+) -> tuple[PartDamage, ...]:
+    """The cheap check of every part the manifest lists (one ``lstat`` each)."""
+    count.parts += len(manifest.parts)
+    found = (check_part(run_dir, ref) for ref in part_refs(shard, number, manifest))
+    return tuple(item for item in found if item is not None)
 
 
 def _valid_manifest(

@@ -38,7 +38,7 @@ from data_designer.slurm.contracts.records import (
     SubmissionRecord,
     SubmittedJob,
 )
-from data_designer.slurm.planner import FileModes, canonical_json, make_directories
+from data_designer.slurm.planner import FileModes, canonical_json, make_directories, modes_of_directory
 from data_designer.slurm.runtime.store._layout import RunLayout
 from data_designer.slurm.runtime.store._record_io import (
     Clock,
@@ -137,6 +137,34 @@ def discard_observations(layout: RunLayout, *, keep: int) -> None:
 def take_retry_generation(layout: RunLayout, intent: RetryIntent, *, clock: Clock, operation: str) -> bool:
     """Write ``retries/NNNN.json`` for the intent's generation once; False: another retry took that generation."""
     return write_once(layout.retry_intent(intent.generation), RETRY_SCHEMA, intent, clock, operation)
+
+
+def set_aside(layout: RunLayout, intent: RetryIntent) -> tuple[str, ...]:
+    """Move each damaged part the intent sets aside to its ``moved_to`` (before the retry's ``sbatch``, so its
+    attempts see the range missing); idempotent, so a resumer finishes what a crashed retry began. A part already
+    moved, or with no file to move, is left; nothing is ever deleted or overwritten. Returns what was moved now."""
+    moved: list[str] = []
+    run_dir = layout.run_dir
+    modes = modes_of_directory(run_dir)
+    for shard in intent.shards:
+        for item in shard.set_aside:
+            if item.moved_to is None:
+                continue
+            source, target = run_dir / item.damage.path, run_dir / item.moved_to
+            if not os.path.lexists(source) or os.path.lexists(target):
+                continue
+            make_directories(target.parent, modes)
+            try:
+                os.link(source, target, follow_symlinks=False)  # never replaces a file that appeared meanwhile
+            except FileExistsError:
+                continue
+            except OSError:
+                os.rename(source, target)  # a file system without hard links: the check above stands
+                moved.append(item.damage.path)
+                continue
+            os.unlink(source)
+            moved.append(item.damage.path)
+    return tuple(moved)
 
 
 def claim_retry_resume(layout: RunLayout, claim: ResumeClaim, *, clock: Clock, operation: str) -> bool:

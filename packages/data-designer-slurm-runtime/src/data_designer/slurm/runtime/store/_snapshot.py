@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from data_designer.slurm.contracts import ExecutionPlan, ShardPlan
+from data_designer.slurm.contracts import ExecutionPlan, PartDamage, ShardPlan
 from data_designer.slurm.contracts.records import (
     AttemptRecord,
     CancellationRecord,
@@ -21,6 +21,7 @@ from data_designer.slurm.contracts.records import (
     ResumeClaim,
     RetryIntent,
     RunRecord,
+    SetAsidePart,
     StatusRecord,
     SubmissionRecord,
     WorkerProgress,
@@ -45,6 +46,8 @@ class AttemptSnapshot:
     status: StatusRecord | None = None
     last_log_line: str | None = None
     problems: tuple[str, ...] = ()
+    damaged: tuple[PartDamage, ...] = ()
+    """Parts of its valid manifest that failed the cheap check (``store.check_part``) when it was read."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,12 @@ class ShardSnapshot:
     overlap: tuple[IndexRange, ...]
     missing: tuple[IndexRange, ...]
     batch_errors: tuple[BatchError, ...] = ()
+    damaged: tuple[PartDamage, ...] = ()
+    """Damaged parts no retry has set aside yet (their ranges are in ``missing``)."""
+    set_aside: tuple[SetAsidePart, ...] = ()
+    """Parts of its attempts that retries set aside (their ranges count for nothing, wherever the files are)."""
+    lost: dict[int, tuple[IndexRange, ...]] = field(default_factory=dict)
+    """Attempt number -> ranges of its damaged or set-aside parts: what coverage left out of ``kept``."""
 
     @property
     def records_done(self) -> int:
@@ -129,6 +138,8 @@ class CancellationSnapshot:
 class ReadStats:
     files_read: int
     directories_listed: int
+    parts_checked: int = 0
+    """Parts of valid manifests whose existence and size were checked (one ``lstat`` each)."""
 
 
 @dataclass(frozen=True)

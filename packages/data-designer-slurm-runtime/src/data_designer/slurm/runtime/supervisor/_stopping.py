@@ -5,7 +5,8 @@ time-limit warning (``scancel --batch --signal=USR1`` sends the same). ``SIGTERM
 ending the job; one ``scontrol show job -o <job id>`` tells why, as Slurm 22.05 shows it while the job is
 ``COMPLETING`` (checked on the local cluster): ``Reason=TimeLimit`` at the time limit, ``Restarts`` one above
 the task's ``SLURM_RESTART_COUNT`` when it is being requeued (``scontrol requeue``, or a preemption with
-``PreemptMode=REQUEUE``), ``JobState=PREEMPTED`` or a ``Preempt...`` reason for a preemption that cancels,
+``PreemptMode=REQUEUE``), ``JobState=PREEMPTED`` or a ``Preempt...`` reason for a preemption that cancels, ``JobState=NODE_FAIL`` or
+``Reason=NodeDown`` when a node of the allocation failed or was set DOWN (``node_fail``, naming ``NodeList``),
 and ``Reason=None`` for ``scancel``. ``SIGINT`` (an interactive stop) and anything the scheduler cannot
 explain are ``cancelled``.
 """
@@ -21,7 +22,9 @@ from data_designer.slurm.runtime.scheduler import CommandRunner
 
 SCONTROL_TIMEOUT_S = 3.0
 """Short: under SIGTERM the job has only Slurm's ``KillWait`` left."""
-_FIELD = re.compile(r"(?:^|\s)(JobState|Reason|Restarts)=(\S*)")
+_FIELD = re.compile(r"(?:^|\s)(JobState|Reason|Restarts|NodeList)=(\S*)")
+_NODE_FAILURE_STATES = frozenset({"NODE_FAIL", "BOOT_FAIL"})
+_NODE_FAILURE_REASONS = frozenset({"NodeDown", "NodeFail", "Node_Fail", "NodeBoot", "BootFail"})
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class StopCause:
 
 
 def job_fields(text: str) -> dict[str, str]:
-    """``JobState``, ``Reason`` and ``Restarts`` from ``scontrol show job -o`` output (first value of each)."""
+    """``JobState``, ``Reason``, ``Restarts`` and ``NodeList`` from ``scontrol show job -o`` output (first value of each)."""
     fields: dict[str, str] = {}
     for key, value in _FIELD.findall(text):
         fields.setdefault(key, value)
@@ -46,6 +49,14 @@ def classify_fields(fields: Mapping[str, str], *, restart_count: int) -> StopCau
     restarts = fields.get("Restarts", "")
     if restarts.isdigit() and int(restarts) > restart_count:
         return StopCause("preempted", f"Slurm is requeueing the job (restart {restarts}); a new attempt continues")
+    if state in _NODE_FAILURE_STATES or reason in _NODE_FAILURE_REASONS:
+        nodes = fields.get("NodeList", "")
+        where = f"node(s) {nodes}" if nodes and nodes != "(null)" else "a node of the allocation"
+        return StopCause(
+            "node_fail",
+            f"{where} failed or was set DOWN (JobState={state or '?'}, Reason={reason or '?'}); "
+            "'data-designer slurm retry RUN' runs the shard again",
+        )
     if state == "PREEMPTED" or reason.startswith("Preempt"):
         return StopCause("preempted", f"the job was preempted (JobState={state}, Reason={reason})")
     if state in ("TIMEOUT", "DEADLINE") or reason in ("TimeLimit", "DeadLine"):

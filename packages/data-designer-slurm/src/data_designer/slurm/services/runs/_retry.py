@@ -30,6 +30,7 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import (
     ConflictError,
+    PartDamage,
     RetryResult,
     RetryShardResult,
     RunStatus,
@@ -43,6 +44,7 @@ from data_designer.slurm.contracts.records import (
     ResumeClaim,
     RetryIntent,
     RetryShard,
+    SetAsidePart,
     SubmittedJob,
 )
 from data_designer.slurm.planner import bind_retry, count_indices
@@ -54,18 +56,24 @@ from data_designer.slurm.runtime.store import (
     RunLayout,
     RunSnapshot,
     claim_retry_resume,
+    contributing_parts,
     read_run,
     record_submission,
     requester_from_environment,
+    set_aside,
     system_clock,
     take_retry_generation,
+    verify_parts,
+    with_verified,
 )
 from data_designer.slurm.services.context import Alive, CountingRunner, ServiceContext, default_alive
 from data_designer.slurm.services.runs._execute import passed_environment, submitted_jobs
 from data_designer.slurm.services.runs._locate import layout_of, named_shards
 
 _OPERATION = "retry"
-RETRYABLE_STATES = frozenset({"failed", "partial", "cancelled", "missing", "stale", "scheduler_inconsistent"})
+RETRYABLE_STATES = frozenset(
+    {"failed", "partial", "cancelled", "missing", "stale", "scheduler_inconsistent", "damaged"}
+)
 """Shard states a retry takes; every other state is either done (succeeded) or not this retry's to decide."""
 _ACTIVE = frozenset({"pending", "running", "unknown"})
 _LIVE_TASK = frozenset({"stale", "scheduler_inconsistent"})
@@ -88,8 +96,15 @@ def retry_run(
     rules: Rules | None = None,
     alive: Alive | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    verify: bool = False,
+    workers: int | None = None,
 ) -> RetryResult:
     """Retry the shards of ``run`` that did not succeed (only ``shards`` when given).
+
+    A shard whose published parts are lost or corrupt is ``damaged``: the retry sets those parts aside (moved
+    under ``set-aside/<generation>/``, named in the retry's record, never deleted) and generates exactly their
+    records again. Every retry checks each part's existence and size; ``verify`` also hashes every part against its
+    manifest, and a shard named in ``shards`` is always hashed (so ``retry --shard N`` finds a flipped byte).
 
     ``alive`` decides whether the holder of an unsubmitted intent may still be submitting it (default: a process
     on this host is alive while its pid is; one on another host while its intent is younger than
@@ -105,7 +120,7 @@ def retry_run(
     is_alive = alive or default_alive(rules.retry_grace_s, clock)
     done = _Done()
     for _ in range(_MAX_TRIES):
-        snapshot, status = _observed(layout, scheduler, clock, rules)
+        snapshot, status = _observed(layout, scheduler, clock, rules, verify=verify, shards=shards, workers=workers)
         requested = _requested(snapshot, shards)
         wanted = set(requested) if requested is not None else {shard.plan.shard for shard in snapshot.shards}
         held: dict[int, str] = {}
@@ -120,13 +135,19 @@ def retry_run(
             elif not _resume(layout, snapshot, retry, scheduler, clock, submitting, done):
                 held.update(dict.fromkeys(retry.shards, _held_reason(retry)))  # another process took it over
         selection = _select(snapshot, status, requested, held, force, done.handled)
+        generation = snapshot.next_generation
+        selection.shards = [
+            s.model_copy(update={"set_aside": _set_aside_parts(layout, generation, selection.damaged[s.shard])})
+            if s.shard in selection.damaged
+            else s
+            for s in selection.shards
+        ]
         result = _base_result(layout, snapshot, selection, dry_run, done, counting)
         if dry_run or not selection.shards:
             return result.model_copy(update={"stopped": _task_names(selection.live_tasks)})
         passed = passed_environment(
             snapshot.plan, submitting, run_file=snapshot.run.run_file, profile_file=snapshot.run.profile_file
         )
-        generation = snapshot.next_generation
         unit = bind_retry(
             snapshot.plan, snapshot.run.binding, shards=[s.shard for s in selection.shards], generation=generation
         )
@@ -134,7 +155,14 @@ def retry_run(
             generation=generation,
             requested_by=requester_from_environment(submitting, clock=clock),
             shards=tuple(
-                RetryShard(shard=s.shard, state=s.state, reason=s.reason, ranges=s.ranges) for s in selection.shards
+                RetryShard(
+                    shard=s.shard,
+                    state=s.state,
+                    reason=s.reason,
+                    ranges=s.ranges,
+                    set_aside=s.set_aside,
+                )
+                for s in selection.shards
             ),
             unit=unit,
             forced=force and selection.forced,
@@ -142,6 +170,7 @@ def retry_run(
         path = layout.retry_intent(generation)
         if not take_retry_generation(layout, intent, clock=clock, operation=_OPERATION):
             continue  # another retry took this generation: read the run again, its shards are now taken
+        set_aside(layout, intent)  # before sbatch: the new attempts must see the damaged ranges missing
         stopped = _stop_live_tasks(scheduler, selection.live_tasks)
         since = intent.requested_by.time
         jobs, sbatch_calls, recovered = _submit(
@@ -184,13 +213,28 @@ class _Selection:
     live_tasks: list[tuple[str, int]]
     """(job id, array index) of old tasks Slurm still runs for stale or inconsistent shards."""
     forced: bool
+    damaged: dict[int, tuple[PartDamage, ...]] = field(default_factory=dict)
+    """shard -> its damaged parts, which this retry sets aside."""
 
 
 def _observed(
-    layout: RunLayout, scheduler: SlurmScheduler, clock: Clock, rules: Rules
+    layout: RunLayout,
+    scheduler: SlurmScheduler,
+    clock: Clock,
+    rules: Rules,
+    *,
+    verify: bool = False,
+    shards: Sequence[int] | None = None,
+    workers: int | None = None,
 ) -> tuple[RunSnapshot, RunStatus]:
-    """The run read once, observed once (appended like any status) and classified; Slurm must answer."""
+    """The run read once (its parts hashed: all with ``verify``, else those of the named ``shards``), observed once
+    (appended like any status) and classified; Slurm must answer."""
     snapshot = read_run(layout, clock=clock)
+    if verify or shards:
+        wanted = None if verify else set(shards or ())
+        refs = [ref for ref in contributing_parts(snapshot) if wanted is None or ref.shard in wanted]
+        damages, _ = verify_parts(str(layout.run_dir), refs, workers=workers)
+        snapshot = with_verified(snapshot, damages)
     seen = observe_run(snapshot, scheduler, clock=clock)
     if snapshot.job_ids and seen.evidence != "live":
         raise UnavailableError(
@@ -260,7 +304,8 @@ def _select(
             code="shard_not_retryable",
             operation=_OPERATION,
             key_path=("--shard",),
-            hint="retry takes failed, partial, cancelled, missing, stale and scheduler_inconsistent shards; wait for "
+            hint="retry takes failed, partial, cancelled, missing, stale, scheduler_inconsistent and damaged shards "
+            "(a named shard's parts are verified first); wait for "
             "pending and running ones ('data-designer slurm wait RUN'), or cancel them first",
         )
     if invalid and (requested is not None or not chosen):
@@ -273,7 +318,25 @@ def _select(
             hint="fix the config and execute a new run, or pass --force to retry them anyway",
         )
     return _Selection(
-        chosen, skipped, live_tasks, forced=bool(force and any(s.reason == "invalid_config" for s in chosen))
+        chosen,
+        skipped,
+        live_tasks,
+        forced=bool(force and any(s.reason == "invalid_config" for s in chosen)),
+        damaged={s.shard: by_shard[s.shard].damaged for s in chosen if by_shard[s.shard].damaged},
+    )
+
+
+def _set_aside_parts(layout: RunLayout, generation: int, damaged: Sequence[PartDamage]) -> tuple[SetAsidePart, ...]:
+    """What the intent sets aside: every damaged part, moved to ``set-aside/<generation>/`` when there is a file
+    to move (a part named by no plain path stays where it is, counted for nothing)."""
+    return tuple(
+        SetAsidePart(
+            damage=damage,
+            moved_to=None
+            if damage.problem in ("missing", "bad_path")
+            else layout.set_aside_path(generation, damage.path),
+        )
+        for damage in damaged
     )
 
 
@@ -319,6 +382,7 @@ def _resume(
     )
     if not claim_retry_resume(layout, claim, clock=clock, operation=_OPERATION):
         return False  # another process is resuming it
+    set_aside(layout, retry.intent)  # what a crashed retry may not have moved yet
     passed = passed_environment(
         snapshot.plan, environ, run_file=snapshot.run.run_file, profile_file=snapshot.run.profile_file
     )

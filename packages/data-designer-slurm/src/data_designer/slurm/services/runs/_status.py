@@ -12,14 +12,25 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from data_designer.slurm.contracts import ACTIVE_SHARD_STATES, RunStatus, WaitResult
+from data_designer.slurm.contracts import ACTIVE_SHARD_STATES, RunStatus, VerifySummary, WaitResult
 from data_designer.slurm.runtime.polling import poll
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.status import Rules, cached_observation, observe_run
-from data_designer.slurm.runtime.store import Clock, RunLayout, read_run, system_clock
+from data_designer.slurm.runtime.store import (
+    Clock,
+    RunLayout,
+    RunSnapshot,
+    contributing_parts,
+    read_run,
+    system_clock,
+    verify_parts,
+    with_verified,
+)
 from data_designer.slurm.services.context import ServiceContext, classify_observed, collector_paused
 from data_designer.slurm.services.runs._locate import layout_of
 
+VerifyProgress = Callable[[int, int, int, int], None]
+"""``(parts done, parts total, bytes done, bytes total)`` while ``status --verify`` hashes."""
 DEFAULT_WAIT_INTERVAL_S = 15.0
 DEFAULT_WAIT_TIMEOUT_S = 24 * 3600.0
 """``wait`` is bounded: a day unless ``--timeout`` says otherwise."""
@@ -31,6 +42,9 @@ def run_status(
     profile: str | Path | None = None,
     cluster: str | None = None,
     refresh: bool = True,
+    verify: bool = False,
+    workers: int | None = None,
+    on_verify: VerifyProgress | None = None,
     environ: Mapping[str, str] | None = None,
     runner: CommandRunner | None = None,
     clock: Clock = system_clock,
@@ -38,14 +52,27 @@ def run_status(
 ) -> RunStatus:
     """How ``run`` (a run id or run directory) stands now.
 
-    ``refresh=False`` asks no scheduler and classifies with the last recorded observation. Never raises for an
-    unreachable scheduler: the status then carries the last known evidence (``evidence`` cached or none) and
-    unknown shards. Errors: a run that does not exist (exit 3), a run record or plan that cannot be read (exit 5).
+    ``refresh=False`` asks no scheduler and classifies with the last recorded observation. Every status checks
+    that each published part exists with its manifest's size; ``verify=True`` also hashes every part against its
+    manifest's sha256 (``workers`` threads, default one per core; ``on_verify(parts done, parts, bytes done,
+    bytes)`` as parts finish): a shard with a lost or corrupt part is ``damaged``, naming the part and its
+    records. Never raises for an unreachable scheduler: the status then carries the last known evidence
+    (``evidence`` cached or none) and unknown shards. Errors: a run that does not exist (exit 3), a run record or
+    plan that cannot be read (exit 5).
     """
     ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
     layout = layout_of(run, ctx)
     scheduler = ctx.scheduler()
-    return status_of(layout, scheduler, refresh=refresh, clock=clock, rules=rules)
+    return status_of(
+        layout,
+        scheduler,
+        refresh=refresh,
+        verify=verify,
+        workers=workers,
+        on_verify=on_verify,
+        clock=clock,
+        rules=rules,
+    )
 
 
 def status_of(
@@ -53,18 +80,36 @@ def status_of(
     scheduler: SlurmScheduler,
     *,
     refresh: bool = True,
+    verify: bool = False,
+    workers: int | None = None,
+    on_verify: VerifyProgress | None = None,
     clock: Clock = system_clock,
     rules: Rules | None = None,
 ) -> RunStatus:
     """The status of the run at ``layout`` through ``scheduler`` (the seam ``run_status`` and ``wait_run`` share)."""
     with collector_paused():
         snapshot = read_run(layout, clock=clock)
+        summary = None
+        if verify:
+            snapshot, summary = verified(snapshot, workers=workers, on_verify=on_verify)
         seen = observe_run(snapshot, scheduler, clock=clock) if refresh else cached_observation(snapshot)
-        return classify_observed(snapshot, seen, clock(), rules)
+        status = classify_observed(snapshot, seen, clock(), rules)
+        return status if summary is None else status.model_copy(update={"verify": summary})
+
+
+def verified(
+    snapshot: RunSnapshot, *, workers: int | None = None, on_verify: VerifyProgress | None = None
+) -> tuple[RunSnapshot, VerifySummary]:
+    """``snapshot`` with every contributing part hashed against its manifest, and what was hashed."""
+    damages, summary = verify_parts(
+        str(snapshot.layout.run_dir), contributing_parts(snapshot), workers=workers, on_progress=on_verify
+    )
+    return with_verified(snapshot, damages), summary
 
 
 def is_unavailable(status: RunStatus) -> bool:
-    """The scheduler (squeue, sacct or both) could not be asked and that leaves a shard unknown (exit 5)."""
+    """The scheduler (squeue, sacct or both) could not be asked and that leaves a shard unknown (exit 5): its
+    verdict depends on the missing source (``RunStatus.degraded`` names it when the other answered)."""
     return any(shard.state == "unknown" and shard.reason == "scheduler_unavailable" for shard in status.shards)
 
 
