@@ -278,7 +278,9 @@ def _select(
         if why is not None:
             if requested is not None:
                 refused.append(
-                    f"shard {number} already succeeded" if why == "succeeded" else f"shard {number} is {why}"
+                    f"shard {number} already succeeded (its parts match their manifests' sha256)"
+                    if why == "succeeded"
+                    else f"shard {number} is {why}"
                 )
             elif why != "succeeded":
                 skipped[str(number)] = why
