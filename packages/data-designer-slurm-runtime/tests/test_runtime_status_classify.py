@@ -1177,7 +1177,8 @@ def test_n2_out_of_memory_is_failed_out_of_memory_with_the_memory_asked_for() ->
     oom = evidence(task(0), "out_of_memory", raw="OUT_OF_MEMORY", exit_code=0, end=NOW - timedelta(minutes=4))
     result = one(shard(0, attempt(0, status=ended("client_error", "the client worker was killed"))), observed(oom))
     assert (result.state, result.reason) == ("failed", "out_of_memory")
-    assert "ran out of memory" in (result.message or "") and "--mem=" in (result.message or "")
+    assert "ran out of memory" in (result.message or "")
+    assert "--mem=" in (result.message or "")
     assert "client_error: the client worker was killed" in (result.message or "")
 
 

@@ -127,7 +127,8 @@ def test_cli_status_verify_names_the_part_and_check_exits_6(run: Run) -> None:
     code, out, _ = run.cli("status", run.ref, "--verify", "--check")
     assert code == 6
     assert "damaged" in out
-    assert "verified 3 part(s)" in out and "1 damaged" in out
+    assert "verified 3 part(s)" in out
+    assert "1 damaged" in out
     assert "--shard 1" in out
     code, out, _ = run.cli("status", run.ref, "--verify", "--json")
     shown = json.loads(out)
