@@ -69,6 +69,20 @@ def plain_part_name(name: str) -> bool:
     )
 
 
+def looks_intact(output_dir: str, part: OutputPart) -> bool:
+    """The cheap check's fast path (what every read does for every part, 10,000s per ``status``): True when the
+    part is a plain name of a regular file of the manifest's size in ``output_dir``; False sends the caller to
+    :func:`check_part` for the reason."""
+    name = part.path
+    if "/" in name or name.startswith(".") or not name.isprintable():
+        return False
+    try:
+        found = os.lstat(f"{output_dir}/{name}")
+    except OSError:
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_size == part.bytes
+
+
 def check_part(run_dir: str, ref: PartRef) -> PartDamage | None:
     """The cheap check: a plain name, a regular file, the manifest's size (one ``lstat``); None when it holds."""
     if not plain_part_name(ref.part.path):

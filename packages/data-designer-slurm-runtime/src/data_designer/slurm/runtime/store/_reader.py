@@ -86,7 +86,7 @@ from data_designer.slurm.runtime.store._merges import (
     merge_jobs_dir,
     read_merge,
 )
-from data_designer.slurm.runtime.store._parts import PartRef, check_part
+from data_designer.slurm.runtime.store._parts import PartRef, check_part, looks_intact
 from data_designer.slurm.runtime.store._plan import load_plan
 from data_designer.slurm.runtime.store._record_io import Clock, RecordOk, read_record, sequence_numbers, system_clock
 from data_designer.slurm.runtime.store._snapshot import (
@@ -477,7 +477,9 @@ def _read_attempt(
         return None
 
     manifest = _valid_manifest(read(_MANIFEST_NAME, MANIFEST_SCHEMA), layout, plan_digest, shard, number, problems)
-    damaged = _damaged_parts(str(layout.run_dir), shard, number, manifest, count) if manifest is not None else ()
+    damaged = (
+        _damaged_parts(str(layout.run_dir), directory, shard, number, manifest, count) if manifest is not None else ()
+    )
     if manifest is not None and manifest.complete and manifest.ranges == manifest.assigned:
         if not attempt_records:
             return AttemptSnapshot(number=number, manifest=manifest, damaged=damaged)
@@ -516,10 +518,13 @@ def _read_attempt(
 
 
 def _damaged_parts(
-    run_dir: str, shard: int, number: int, manifest: OutputManifest, count: _Counter
+    run_dir: str, directory: str, shard: int, number: int, manifest: OutputManifest, count: _Counter
 ) -> tuple[PartDamage, ...]:
-    """The cheap check of every part the manifest lists (one ``lstat`` each)."""
+    """The cheap check of every part the manifest lists (one ``lstat`` each; a reason only for a failing one)."""
     count.parts += len(manifest.parts)
+    output = f"{directory}/{OUTPUT_DIR}"
+    if all(looks_intact(output, part) for part in manifest.parts):
+        return ()
     found = (check_part(run_dir, ref) for ref in part_refs(shard, number, manifest))
     return tuple(item for item in found if item is not None)
 
