@@ -56,19 +56,17 @@ from data_designer.slurm.runtime.store import (
     RunLayout,
     RunSnapshot,
     claim_retry_resume,
-    contributing_parts,
     read_run,
     record_submission,
     requester_from_environment,
     set_aside,
     system_clock,
     take_retry_generation,
-    verify_parts,
-    with_verified,
 )
 from data_designer.slurm.services.context import Alive, CountingRunner, ServiceContext, default_alive
 from data_designer.slurm.services.runs._execute import passed_environment, submitted_jobs
 from data_designer.slurm.services.runs._locate import layout_of, named_shards
+from data_designer.slurm.services.runs._status import verified
 
 _OPERATION = "retry"
 RETRYABLE_STATES = frozenset(
@@ -231,10 +229,7 @@ def _observed(
     (appended like any status) and classified; Slurm must answer."""
     snapshot = read_run(layout, clock=clock)
     if verify or shards:
-        wanted = None if verify else set(shards or ())
-        refs = [ref for ref in contributing_parts(snapshot) if wanted is None or ref.shard in wanted]
-        damages, _ = verify_parts(str(layout.run_dir), refs, workers=workers)
-        snapshot = with_verified(snapshot, damages)
+        snapshot, _ = verified(snapshot, shards=None if verify else set(shards or ()), workers=workers)
     seen = observe_run(snapshot, scheduler, clock=clock)
     if snapshot.job_ids and seen.evidence != "live":
         raise UnavailableError(

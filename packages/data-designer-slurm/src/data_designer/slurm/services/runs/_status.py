@@ -9,7 +9,7 @@ poll until the run ends or the timeout passes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 from data_designer.slurm.contracts import ACTIVE_SHARD_STATES, RunStatus, VerifySummary, WaitResult
@@ -98,12 +98,16 @@ def status_of(
 
 
 def verified(
-    snapshot: RunSnapshot, *, workers: int | None = None, on_verify: VerifyProgress | None = None
+    snapshot: RunSnapshot,
+    *,
+    shards: Collection[int] | None = None,
+    workers: int | None = None,
+    on_verify: VerifyProgress | None = None,
 ) -> tuple[RunSnapshot, VerifySummary]:
-    """``snapshot`` with every contributing part hashed against its manifest, and what was hashed."""
-    damages, summary = verify_parts(
-        str(snapshot.layout.run_dir), contributing_parts(snapshot), workers=workers, on_progress=on_verify
-    )
+    """``snapshot`` with every contributing part (of ``shards`` only, when given) hashed against its manifest, and
+    what was hashed."""
+    refs = [ref for ref in contributing_parts(snapshot) if shards is None or ref.shard in shards]
+    damages, summary = verify_parts(str(snapshot.layout.run_dir), refs, workers=workers, on_progress=on_verify)
     return with_verified(snapshot, damages), summary
 
 
