@@ -45,6 +45,7 @@ from data_designer.slurm.contracts._benchmark_run import (
     ChildSubmission,
 )
 from data_designer.slurm.contracts._cluster_facts import NodeShape, PartitionFacts, SchedulerFacts
+from data_designer.slurm.contracts._csv import FORMULA_PREFIXES, csv_text
 from data_designer.slurm.contracts._dd_config import (
     ColumnSummary,
     ConfigFinding,
@@ -247,6 +248,7 @@ __all__ = [
     "ERROR_CODES",
     "EXCERPT_LIMIT",
     "EXIT_CODE_BY_CATEGORY",
+    "FORMULA_PREFIXES",
     "FROZEN",
     "IMAGE_STATES",
     "LISTED_RUN_STATES",
@@ -436,6 +438,7 @@ __all__ = [
     "WaitResult",
     "WorkspaceSharing",
     "__version__",
+    "csv_text",
     "describe_bytes",
     "excerpt",
     "find_control_character",

@@ -372,6 +372,7 @@ def analyze(
         debug=debug,
         exit_code=exit_code,
         json_text=canonical,
+        verbatim=output is Format.csv,
     )
 
 

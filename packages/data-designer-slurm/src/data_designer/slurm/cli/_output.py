@@ -1,7 +1,10 @@
 """How every command renders results and errors: one convention, implemented once.
 
 - ``--json``: exactly the service's result model on stdout; errors as one JSON object on stderr.
-- otherwise: a readable summary on stdout; errors as one line per problem on stderr.
+- otherwise: a readable summary on stdout; errors as one line per problem on stderr. Text for a terminal passes
+  :func:`one_line` (by :func:`human`, :func:`table` and :func:`write_error`): a control or format character of a
+  job log, ``slurm-*.err`` or a scheduler message (ESC, BEL, C1, a bidi override) is shown escaped, never sent to
+  the terminal. JSON and CSV keep the text as it is (their encoders quote it).
 - exit codes come from the error category (see ``data_designer.slurm.contracts.ExitCode``).
 - tracebacks only with ``--debug``; an interrupt (Ctrl-C) is an error too, exit 130.
 - every error is printed once: by :func:`run` inside a command, else by the group's boundary (``_boundary``).
@@ -39,11 +42,13 @@ def run(
     debug: bool,
     exit_code: Callable[[ResultT], int] | None = None,
     json_text: Callable[[ResultT], str] | None = None,
+    verbatim: bool = False,
 ) -> None:
     """Call one service, print its result, and map any error to its exit code.
 
     ``exit_code`` lets a command print a result and still exit non-zero (the status of a failed run); ``json_text``
-    replaces the result's JSON when a command prints a part of it canonically (``benchmark analyze``). What
+    replaces the result's JSON when a command prints a part of it canonically (``benchmark analyze``). ``render``'s
+    text is shown through :func:`human` unless ``verbatim`` (a data format such as CSV, printed as it is). What
     escapes this (a usage error, an error while rendering) is caught by the group's boundary (``_boundary``)
     and printed the same way, once."""
     from data_designer.slurm.contracts import SlurmExtensionError
@@ -57,7 +62,8 @@ def run(
     if as_json:
         sys.stdout.write((json_text(result) if json_text is not None else result.model_dump_json()) + "\n")
     else:
-        typer.echo(render(result))
+        text = render(result)
+        typer.echo(text if verbatim else human(text))
     code = exit_code(result) if exit_code is not None else 0
     if code:
         raise typer.Exit(code)
@@ -114,13 +120,22 @@ def one_line(text: str) -> str:
     return "".join(_escape(char) if unicodedata.category(char) in _UNPRINTABLE else char for char in text)
 
 
+def human(text: str) -> str:
+    """``text`` as a terminal may show it: each of its ``\\n``-separated lines through :func:`one_line`."""
+    if text.isprintable():
+        return text
+    return "\n".join(one_line(line) for line in text.split("\n"))
+
+
 def _escape(char: str) -> str:
     code = ord(char)
     return _SHORT_ESCAPES.get(char) or (f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A plain aligned text table."""
+    """A plain aligned text table, every cell through :func:`one_line` (aligned by what is printed)."""
+    headers = [one_line(h) for h in headers]
+    rows = [[one_line(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from data_designer.slurm.cli._output import DebugOption, JsonOption, run, table
+from data_designer.slurm.cli._output import DebugOption, JsonOption, human, run, table
 
 if TYPE_CHECKING:
     from data_designer.slurm.contracts import ProbeReport, ProfileInitResult, ProfileValidation
@@ -133,7 +133,7 @@ def validate(
             return validate_profile(profile, cluster, probe=probe, probe_timeout_s=probe_timeout)
         except ProbeFailedError as exc:
             if not as_json:
-                typer.echo(render_probe(exc.report))
+                typer.echo(human(render_probe(exc.report)))
             raise
 
     def render(result: ProfileValidation) -> str:

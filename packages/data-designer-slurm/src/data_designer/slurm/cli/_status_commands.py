@@ -32,7 +32,8 @@ CSV_COLUMNS = (
     "message",
     "last_log_line",
 )
-"""The fixed header of ``status --format csv`` (one row per shard)."""
+"""The fixed header of ``status --format csv`` (one row per shard). Text cells pass ``contracts.csv_text``: one that
+a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``, tab, CR first) starts with ``'``."""
 
 
 class Format(StrEnum):
@@ -103,6 +104,7 @@ def status(
             as_json=fmt is Format.json,
             debug=debug,
             exit_code=exit_code,
+            verbatim=fmt is Format.csv,
         )
     finally:
         bar.close()
@@ -215,7 +217,7 @@ class _Progress:
             now = self._monotonic()
             what = (result.state, result.records_done, _counts(result))
             if what != self._printed or now - self._printed_at >= self.HEARTBEAT_S:
-                self._echo(summary(result))
+                self._echo(one_line(summary(result)))
                 self._printed, self._printed_at = what, now
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -230,7 +232,7 @@ class _Progress:
         self._bar.update(
             self._task,  # type: ignore[arg-type]
             completed=result.records_done,
-            description=_counts(result),
+            description=one_line(_counts(result)),
             refresh=True,
         )
 
@@ -333,6 +335,9 @@ def merge_line(merge: MergeStatus) -> str:
 
 
 def render_csv(result: RunStatus) -> str:
+    """One row per shard under :data:`CSV_COLUMNS`; numbers as numbers, text through ``csv_text``."""
+    from data_designer.slurm.contracts import csv_text
+
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -343,12 +348,12 @@ def render_csv(result: RunStatus) -> str:
                 s.state,
                 s.records_done,
                 s.records_total,
-                s.reason or "",
-                s.job_id or "",
+                csv_text(s.reason or ""),
+                csv_text(s.job_id or ""),
                 "" if s.array_task is None else s.array_task,
                 len(s.attempts),
-                s.message or "",
-                s.last_log_line or "",
+                csv_text(s.message or ""),
+                csv_text(s.last_log_line or ""),
             ]
         )
     return buffer.getvalue().rstrip("\n")

@@ -2,7 +2,8 @@
 
 Both are deterministic for an analysis (and so for its evidence): JSON is the planner's canonical encoding (sorted
 keys, no whitespace, UTF-8); CSV has the columns of :data:`CSV_HEADER` in that order, ``\\n`` line ends, numbers as
-Python prints them (``repr`` of a float, shortest round-trip), empty cells for unknown values, ``true``/``false``.
+Python prints them (``repr`` of a float, shortest round-trip), empty cells for unknown values, ``true``/``false``;
+text cells (``case``, ``reason``) through ``contracts.csv_text``, so none starts as a spreadsheet formula.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 
-from data_designer.slurm.contracts import BenchmarkAnalysis, CaseAnalysis, Stat
+from data_designer.slurm.contracts import BenchmarkAnalysis, CaseAnalysis, Stat, csv_text
 from data_designer.slurm.planner import canonical_json
 
 STAT_METRICS = (
@@ -64,10 +65,10 @@ def _row(case: CaseAnalysis) -> list[str]:
     projection = case.projection
     cells: list[object] = [
         case.case_index,
-        ";".join(f"{label}={_cell(value)}" for label, value in case.case),
+        csv_text(";".join(f"{label}={_cell(value)}" for label, value in case.case)),
         ";".join(str(i) for i in case.children),
         case.complete,
-        case.reason,
+        None if case.reason is None else csv_text(case.reason),
         case.gpus,
     ]
     for metric in STAT_METRICS:

@@ -21,6 +21,7 @@ from data_designer.slurm.contracts import (
     ShardState,
     ShardStatus,
     TaskEvidence,
+    redact,
 )
 from data_designer.slurm.contracts.records import EXIT_CODES, EXIT_NOT_OURS
 from data_designer.slurm.planner import count_indices, missing_ranges
@@ -200,8 +201,8 @@ def _classify_shard(
         records_done=min(shard.plan.records, done + verdict.live_records),
         missing=shard.missing,
         reason=verdict.reason,
-        message=verdict.message,
-        last_log_line=verdict.last_log_line,
+        message=_redacted(verdict.message),
+        last_log_line=_redacted(verdict.last_log_line),
         phase=verdict.phase,  # type: ignore[arg-type]  # a heartbeat Phase or None
         job_id=latest.job_id if latest is not None else None,
         array_task=latest.array_task if latest is not None else None,
@@ -209,6 +210,12 @@ def _classify_shard(
         anomalies=tuple(anomalies),
         damaged=shard.damaged,
     )
+
+
+def _redacted(text: str | None) -> str | None:
+    """A line from a job log or ``slurm-*.err`` (or a message quoting one) as a status shows it, human and JSON:
+    secrets redacted as the records redact them (``contracts.redact``)."""
+    return None if text is None else redact(text)
 
 
 def _verdict(
