@@ -126,7 +126,8 @@ def test_compile_out_writes_the_canonical_plan_script_and_bound_submission(tmp_p
 
 
 def test_out_files_are_written_by_the_stores_writer(tmp_path: Path) -> None:
-    """Private modes whatever the umask, and a symbolic link planted at the final name is replaced, not followed."""
+    """Private modes whatever the umask, and a symbolic link planted at the final name is refused, never followed
+    (``--force`` or not: the output rule, test_planner_output_writer.py)."""
     run = write_run(tmp_path)
     out_dir = tmp_path / "out"
     code, _, _ = cli("compile", run, "--profile", GOLDEN_PROFILE, "--out", out_dir)
@@ -138,10 +139,11 @@ def test_out_files_are_written_by_the_stores_writer(tmp_path: Path) -> None:
     victim.write_text("mine", encoding="utf-8")
     (out_dir / "plan.json").unlink()
     (out_dir / "plan.json").symlink_to(victim)
-    code, _, _ = cli("compile", run, "--profile", GOLDEN_PROFILE, "--out", out_dir, "--force")
-    assert code == 0
+    code, _, err = cli("compile", run, "--profile", GOLDEN_PROFILE, "--out", out_dir, "--force")
+    assert code == 2
+    assert "symbolic link" in err
     assert victim.read_text(encoding="utf-8") == "mine"
-    assert not (out_dir / "plan.json").is_symlink()
+    assert (out_dir / "plan.json").is_symlink()
 
 
 def test_out_refuses_a_non_empty_directory_unless_forced(tmp_path: Path) -> None:

@@ -102,6 +102,7 @@ def analysis() -> BenchmarkAnalysis:
 def test_the_png_is_a_valid_image_of_the_figure_size_without_software_or_time(tmp_path: Path) -> None:
     from matplotlib import image
 
+    (tmp_path / "sub").mkdir()  # an output's directory is never made for it (test_outputs_hardening.py)
     path = write_plot(analysis(), tmp_path / "sub" / "plot.png")
     assert path == tmp_path / "sub" / "plot.png"
     data = path.read_bytes()
@@ -245,6 +246,7 @@ def bench(tmp_path: Path) -> Bench:
 
 
 def test_the_service_writes_the_plot_and_names_it(bench: Bench, tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
     result = bench.analyze(plot=tmp_path / "out" / "plot.png")
     assert result.plot == str(tmp_path / "out" / "plot.png")
     assert (tmp_path / "out" / "plot.png").read_bytes().startswith(PNG_MAGIC)

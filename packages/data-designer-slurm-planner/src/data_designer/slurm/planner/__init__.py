@@ -1,8 +1,8 @@
 """Pure, deterministic planning for data-designer-slurm: strict loaders, profiles, plans (no I/O).
 
 The one exception is the shell's file I/O, shared with the runtime's store: the bounded reader
-(``read_bounded``, ``read_text``), the durable writer (``write_text_atomic`` and its parts) and the modes they
-write with (``FileModes``).
+(``read_bounded``, ``read_text``), the durable writer (``write_output``, the one writer of a user-named output, and
+``write_text_atomic``, its parts) and the modes they write with (``FileModes``).
 """
 
 from data_designer.slurm.contracts import looks_like_token
@@ -60,14 +60,18 @@ from data_designer.slurm.planner._files import (
     GROUP_MODES,
     PRIVATE_MODES,
     FileModes,
+    check_output_location,
     fsync_directory,
     make_directories,
     modes_for,
     modes_of_directory,
+    name_too_long,
+    output_os_error,
     read_bounded,
     read_text,
     write_all,
     write_new_file,
+    write_output,
     write_text_atomic,
 )
 from data_designer.slurm.planner._fit import check_fit
@@ -206,6 +210,7 @@ __all__ = [
     "check_engine_arg_name",
     "check_engine_args",
     "check_fit",
+    "check_output_location",
     "child_id",
     "clip_ranges",
     "compile",
@@ -237,8 +242,10 @@ __all__ = [
     "missing_ranges",
     "modes_for",
     "modes_of_directory",
+    "name_too_long",
     "named_images",
     "normalise_ranges",
+    "output_os_error",
     "parse_document",
     "parse_registry_reference",
     "plan_digest",
@@ -263,5 +270,6 @@ __all__ = [
     "validate_document",
     "write_all",
     "write_new_file",
+    "write_output",
     "write_text_atomic",
 ]

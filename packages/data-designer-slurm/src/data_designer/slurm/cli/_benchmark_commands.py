@@ -327,6 +327,7 @@ def analyze(
             "--plot", metavar="FILE.png", help="Also draw throughput per GPU against GPU-hours (needs the plot extra)."
         ),
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --plot file.")] = False,
     profile: ProfileOption = None,
     cluster: ClusterOption = None,
     debug: DebugOption = False,
@@ -342,8 +343,12 @@ def analyze(
     are marked. --format json and csv are deterministic: the same evidence gives the same bytes. The
     analysis is kept under the benchmark's analyses/.
 
+    --plot never writes through a symbolic link, into a directory that does not exist, or over an existing
+    file without --force.
+
     Exit codes: 0; 6 with --check unless every child succeeded; 5 Slurm could not be asked and a child is
-    unknown; 2 invalid input (or --plot without the plot extra); 3 no such benchmark.
+    unknown; 2 invalid input (or --plot without the plot extra, or at a symbolic link or in a missing
+    directory); 4 the --plot file exists (without --force); 3 no such benchmark.
     """
     from data_designer.slurm.services import analyze_benchmark
 
@@ -366,7 +371,9 @@ def analyze(
 
     run(
         "benchmark.analyze",
-        lambda: analyze_benchmark(bench, refresh=not no_refresh, plot=plot, profile=profile, cluster=cluster),
+        lambda: analyze_benchmark(
+            bench, refresh=not no_refresh, plot=plot, force=force, profile=profile, cluster=cluster
+        ),
         render,
         as_json=output is Format.json,
         debug=debug,

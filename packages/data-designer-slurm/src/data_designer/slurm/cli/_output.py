@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 import traceback
 import unicodedata
@@ -70,11 +72,18 @@ def run(
 
 
 def unexpected(exc: BaseException, operation: str, *, debug: bool) -> SlurmExtensionError:
-    """The error to print for an exception that is not ours: an interrupt (exit 130) or an internal error (exit 1)."""
+    """The error to print for an exception that is not ours: an interrupt (exit 130), a name or path over the file
+    system's limit that no service mapped (``ENAMETOOLONG``: exit 2, ``name_too_long``, the last line of the rule
+    that it is the user's input, never a bug) or an internal error (exit 1)."""
     from data_designer.slurm.contracts import InternalError, InterruptError
 
     if isinstance(exc, KeyboardInterrupt | typer.Abort):
         error: SlurmExtensionError = InterruptError("interrupted", operation=operation)
+    elif isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        from data_designer.slurm.planner import name_too_long
+
+        name = exc.filename if isinstance(exc.filename, str) else os.fsdecode(exc.filename or "")
+        error = name_too_long(name, operation)
     else:
         if isinstance(exc, MemoryError) and not debug and exc.__traceback__ is not None:
             traceback.clear_frames(exc.__traceback__)  # free what the failed work held before rendering the error

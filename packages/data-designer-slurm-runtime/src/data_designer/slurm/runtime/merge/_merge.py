@@ -26,7 +26,7 @@ from data_designer.slurm.contracts.records import (
     MergeManifest,
     MergeSource,
 )
-from data_designer.slurm.planner import canonical_json
+from data_designer.slurm.planner import canonical_json, check_output_location
 from data_designer.slurm.runtime.merge._parts import PartReader
 from data_designer.slurm.runtime.merge._sources import NULL_TYPE, MergeSources, merge_sources
 from data_designer.slurm.runtime.merge._splice import SpliceMismatch, SpliceWriter
@@ -46,6 +46,7 @@ from data_designer.slurm.runtime.store import (
 
 pq: Any = importlib.import_module("pyarrow.parquet")
 _OPERATION = "merge"
+_KEY = ("--output",)
 
 
 @dataclass(frozen=True)
@@ -143,11 +144,25 @@ def _merge(run: _Run, sources: MergeSources, options: MergeOptions, clock: Clock
         )
     digest = source_digest(sources, options)
     base = run.layout.merge_dir if options.output is None else options.output
+    if options.output is not None:  # no link, an existing parent, a name the file system takes: before anything
+        check_output_location(options.output, force=True, operation=_OPERATION, key_path=_KEY, directory_ok=True)
     reused = _existing(base, digest, numbered=options.output is None)
     if reused is not None:
         return Merged(reused[1], reused[0], "reused", 0, 0)
     if options.output is not None:
         _check_output(options.output)
+    try:
+        return _write(run, sources, options, clock, base, digest)
+    except ConflictError as taken:  # another merge published at --output first: its merge, if the same, is ours
+        if options.output is None or taken.info.code != "output_exists":
+            raise
+        reused = _existing(base, digest, numbered=False)
+        if reused is None:
+            raise
+        return Merged(reused[1], reused[0], "reused", 0, 0)
+
+
+def _write(run: _Run, sources: MergeSources, options: MergeOptions, clock: Clock, base: Path, digest: str) -> Merged:
     modes = modes_of_directory(run.layout.run_dir)
     reader = PartReader(run.layout.run_dir, run_id=run.run_id, plan_digest=run.plan_digest)
     with stage_merge(base, numbered=options.output is None, modes=modes) as stage:

@@ -9,6 +9,8 @@ submitted. A directory without a valid manifest proves nothing. The verbs that w
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import secrets
 import shutil
@@ -20,7 +22,13 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import ConflictError, UnavailableError
 from data_designer.slurm.contracts.records import MERGE_JOB_SCHEMA, MERGE_MANIFEST_SCHEMA, MergeJobRecord, MergeManifest
-from data_designer.slurm.planner import FileModes, fsync_directory, make_directories, modes_of_directory
+from data_designer.slurm.planner import (
+    FileModes,
+    fsync_directory,
+    make_directories,
+    modes_of_directory,
+    output_os_error,
+)
 from data_designer.slurm.runtime.store._layout import MANIFEST, RunLayout
 from data_designer.slurm.runtime.store._record_io import (
     Clock,
@@ -109,10 +117,7 @@ class MergeStage:
         write_record_once(self.directory / MANIFEST, MERGE_MANIFEST_SCHEMA, manifest, clock=clock, operation=operation)
         fsync_directory(self.directory)
         if not self.numbered:
-            if self.base.exists():
-                self.base.rmdir()  # empty (checked before): rename(2) would replace it anyway; never a non-empty one
-            os.rename(self.directory, self.base)
-            fsync_directory(self.base.parent)
+            self._publish_at_base(operation)
             return self.base
         number = max(merge_numbers(self.base), default=0) + 1
         for _ in range(1000):
@@ -129,16 +134,44 @@ class MergeStage:
             f"no free merge number under {str(self.base)!r}", code="merge_numbers_exhausted", file=str(self.base)
         )
 
+    def _publish_at_base(self, operation: str) -> None:
+        """Rename the directory to ``base`` (``--output``): absent, or empty as checked before. Another merge that
+        published there first (or a file that appeared) is a :class:`ConflictError` ``output_exists``: the caller
+        reuses the winner's merge when it holds the same evidence."""
+        try:
+            with contextlib.suppress(FileNotFoundError):  # another merge may have removed the empty one already
+                if os.path.isdir(self.base) and not os.path.islink(self.base):
+                    os.rmdir(self.base)  # empty (checked before): rename(2) would replace it anyway
+            os.rename(self.directory, self.base)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                raise ConflictError(
+                    f"--output {str(self.base)!r} was written by another process meanwhile",
+                    code="output_exists",
+                    operation=operation,
+                    key_path=("--output",),
+                    file=str(self.base),
+                    hint="name a new or empty directory (a merge never writes over other files)",
+                ) from exc
+            raise output_os_error(exc, self.base, operation, ("--output",)) from exc
+        fsync_directory(self.base.parent)
+
 
 @contextmanager
 def stage_merge(base: Path, *, numbered: bool, modes: FileModes) -> Iterator[MergeStage]:
     """A hidden ``.merge-<random>.tmp`` in ``base`` (numbered: a run's ``merge/``) or next to it (``--output``),
-    made with ``modes`` (and any missing parent); deleted unless it was published, so nothing half-written ever
-    has a final name."""
+    made with ``modes`` (numbered: with a missing ``merge/``; ``--output``: its parent is never made); deleted unless
+    it was published, so nothing half-written ever has a final name. An OS error making it is mapped as an output's
+    (``planner.output_os_error``: a missing parent or an unwritable one exit 2)."""
     parent = base if numbered else base.parent
-    make_directories(parent, modes)
     temp = parent / f".merge-{secrets.token_hex(6)}.tmp"
-    make_directories(temp, modes, exclusive=True)
+    try:
+        if numbered:
+            make_directories(parent, modes)
+        os.mkdir(temp, 0o700)  # never its parent: --output's is the user's to make
+        os.chmod(temp, modes.directory)
+    except OSError as exc:
+        raise output_os_error(exc, base, "merge", None if numbered else ("--output",)) from exc
     try:
         yield MergeStage(temp, base, numbered)
     except BaseException:

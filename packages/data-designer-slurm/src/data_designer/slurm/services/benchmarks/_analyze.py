@@ -47,6 +47,7 @@ def analyze_benchmark(
     *,
     refresh: bool = True,
     plot: str | Path | None = None,
+    force: bool = False,
     profile: str | Path | None = None,
     cluster: str | None = None,
     environ: Mapping[str, str] | None = None,
@@ -56,14 +57,15 @@ def analyze_benchmark(
 ) -> AnalyzeResult:
     """Analyze benchmark ``bench`` (an id, prefix, name or benchmark file) from a fresh read of its children.
 
-    ``plot``: also write the PNG there (needs the ``plot`` extra: matplotlib, imported only then). Errors: the
-    profile's (exit 2/3), no such benchmark (exit 3), the plot extra missing (exit 2). A scheduler that cannot be
+    ``plot``: also write the PNG there (needs the ``plot`` extra: matplotlib, imported only then), over an existing
+    file only with ``force``. Errors: the profile's (exit 2/3), no such benchmark (exit 3), the plot extra missing, a
+    symbolic link or a missing directory at ``plot`` (exit 2), an existing ``plot`` without ``force`` (exit 4). A scheduler that cannot be
     asked leaves children classified from their records (``unknown_children`` counts those left unknown)."""
     ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
     if plot is not None:
         from data_designer.slurm.services.benchmarks._plot import check_plot  # matplotlib only under --plot
 
-        check_plot(Path(plot))  # a wrong suffix or a missing extra fails before any read or scheduler call
+        check_plot(Path(plot), force=force)  # a wrong suffix, missing extra or refused target fails first
     cluster_profile = ctx.selected.profile
     root = Path(cluster_profile.workspace_root)
     layout = find_benchmark(root, bench)
@@ -81,7 +83,7 @@ def analyze_benchmark(
     if plot is not None:
         from data_designer.slurm.services.benchmarks._plot import write_plot  # matplotlib only under --plot
 
-        plotted = str(write_plot(analysis, Path(plot)))
+        plotted = str(write_plot(analysis, Path(plot), force=force))
     calls = max((one.calls for one in view.seen), default=0)
     errors = sorted({one.detail for one in view.seen if one.evidence != "live" and one.calls and one.detail})
     observed = [one.observation.observed_at for one in view.seen if one.observation is not None]

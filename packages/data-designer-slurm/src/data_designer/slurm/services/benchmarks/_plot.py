@@ -4,21 +4,28 @@ matplotlib comes with the ``plot`` extra (``pip install "data-designer-slurm[plo
 only when a plot is asked for, with the Agg backend (no display). Ranked cases are filled circles with error bars
 of one standard deviation over repeats on both axes, the Pareto set is joined by a line and the best case ringed;
 cases that are not complete are drawn as crosses at what their measured repeats give (or listed in the legend when
-none was measured). The PNG carries no timestamp or version: the same analysis gives the same bytes.
+none was measured). The PNG carries no timestamp or version: the same analysis gives the same bytes. It is drawn in
+memory and written with the one writer of outputs (``planner.write_output``): never through a symbolic link, over an
+existing file only with ``--force``, never into a directory that does not exist, private (0600) outside a
+group-shared workspace.
 """
 
 from __future__ import annotations
 
 import importlib
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from data_designer.slurm.contracts import BenchmarkAnalysis, CaseAnalysis, InvalidInputError
+from data_designer.slurm.planner import check_output_location, write_output
 
 INSTALL_HINT = 'install the plot extra: pip install "data-designer-slurm[plot]"'
 _DPI = 100
 _SIZE = (8.0, 5.5)
+_OPERATION = "benchmark.analyze"
+_KEY = ("--plot",)
 
 
 @dataclass
@@ -30,30 +37,34 @@ class Drawn:
     pareto_line: Any = None
 
 
-def check_plot(path: Path) -> None:
-    """Fail early (InvalidInputError, exit 2) for a path that is not a .png or when matplotlib is missing."""
+def check_plot(path: Path, *, force: bool = False) -> None:
+    """Fail early for a path that is not a .png, when matplotlib is missing (InvalidInputError, exit 2), or for a
+    target :func:`write_plot` would refuse (a symbolic link, a missing directory: exit 2; an existing file without
+    ``force``: exit 4)."""
     if path.suffix.lower() != ".png":
         raise InvalidInputError(
             f"--plot {str(path)!r} is not a .png file",
             code="plot_not_png",
-            key_path=("--plot",),
+            key_path=_KEY,
             hint="name a file ending in .png",
         )
     _pyplot()
+    check_output_location(path, force=force, operation=_OPERATION, key_path=_KEY)
 
 
-def write_plot(analysis: BenchmarkAnalysis, path: Path) -> Path:
-    """Draw the analysis into ``path`` (a .png); InvalidInputError (exit 2) without matplotlib or for another suffix."""
-    check_plot(path)
+def write_plot(analysis: BenchmarkAnalysis, path: Path, *, force: bool = False) -> Path:
+    """Draw the analysis into ``path`` (a .png) through ``planner.write_output``; the errors of :func:`check_plot`."""
+    check_plot(path, force=force)
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=_SIZE, dpi=_DPI)
+    buffer = io.BytesIO()
     try:
         draw(axes, analysis)
         figure.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, format="png", metadata={"Software": None})
+        figure.savefig(buffer, format="png", metadata={"Software": None})
     finally:
         plt.close(figure)
+    write_output(path, buffer.getvalue(), force=force, operation=_OPERATION, key_path=_KEY)
     return path
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -85,6 +86,7 @@ def add_image(
     """
     ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock)
     check_name(name)
+    check_source(source)
     _, workspace = open_workspace(profile, cluster, environ)
     registry = workspace.registry
     if source.startswith(REGISTRY_PREFIX):
@@ -135,6 +137,22 @@ def add_image(
         operation=_OPERATION,
         file=str(registry.name_dir(name)),
         hint="another 'image add' of this name is running; wait for it, then run 'image info' or try again",
+    )
+
+
+def check_source(source: str) -> str:
+    """``source`` when it holds no control character (a newline, a tab, NUL, ...); else exit 2 naming ``SOURCE``,
+    before the workspace is opened or a byte is hashed: such a name would be recorded in the registry, printed to
+    terminals and written into batch scripts."""
+    bad = next((char for char in source if unicodedata.category(char) == "Cc"), None)  # C0, DEL and C1
+    if bad is None:
+        return source
+    raise InvalidInputError(
+        f"image file {source!r} holds the control character {bad!r} at position {source.index(bad)}",
+        code="control_character",
+        operation=_OPERATION,
+        key_path=("SOURCE",),
+        hint="rename the file (or the directory holding it) without newlines, tabs or other control characters",
     )
 
 
