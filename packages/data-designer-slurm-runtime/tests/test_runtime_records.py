@@ -292,12 +292,38 @@ def test_missing_and_directory_and_unopenable_records(tmp_path: Path) -> None:
     assert isinstance(read_record(tmp_path / "file" / "below.json", BEAT), RecordMissing)
     (tmp_path / "dir.json").mkdir()
     assert isinstance(read_record(tmp_path / "dir.json", BEAT), RecordCorrupt)
+    (tmp_path / "locked.json").write_bytes(good_bytes())
+    (tmp_path / "locked.json").chmod(0)
+    if os.geteuid() != 0:  # root reads anything
+        unreadable = read_record(tmp_path / "locked.json", BEAT)
+        assert isinstance(unreadable, RecordUnreadable)
+        assert unreadable.status == "unreadable"
+        assert "EACCES" in unreadable.reason
+
+
+def test_links_fifos_and_devices_are_never_followed_or_blocked_on(tmp_path: Path) -> None:
+    """A record's name holding anything but a regular file is corrupt: a link (even to a good record) is not
+    followed, a FIFO without a writer does not block the reader, a device is not read."""
+    good = tmp_path / "good.json"
+    good.write_bytes(good_bytes())
+    assert isinstance(read_record(good, BEAT), RecordOk)
+    link = tmp_path / "link.json"
+    link.symlink_to(good)
     loop = tmp_path / "loop.json"
     loop.symlink_to(loop)
-    unreadable = read_record(loop, BEAT)
-    assert isinstance(unreadable, RecordUnreadable)
-    assert unreadable.status == "unreadable"
-    assert "ELOOP" in unreadable.reason
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    device = tmp_path / "zero.json"
+    device.symlink_to("/dev/zero")
+    for path, kind in (
+        (link, "a symbolic link"),
+        (loop, "a symbolic link"),
+        (fifo, "a FIFO"),
+        (device, "a symbolic link"),
+    ):
+        found = read_record(path, BEAT)
+        assert isinstance(found, RecordCorrupt), path
+        assert found.reason == f"is {kind}, not a regular file"
 
 
 def good_bytes() -> bytes:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import mmap
 import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 
@@ -29,10 +30,17 @@ from data_designer.slurm.contracts.records import (
 from data_designer.slurm.runtime.merge._footer import FooterScan, scan_footer, schema_field
 from data_designer.slurm.runtime.merge._sources import SourceSlice
 from data_designer.slurm.runtime.merge._splice import footer_bytes
+from data_designer.slurm.runtime.store import HASH_BUFFER_BYTES, RunFileRefused, open_run_file
 
 pq: Any = importlib.import_module("pyarrow.parquet")
 numpy: Any = importlib.import_module("numpy")
 _OPERATION = "merge"
+
+SINGLE_READ_BYTES = 32 * 1024 * 1024
+"""Parts up to this size are read once and hashed as they are read; larger ones are hashed first, then mapped."""
+
+PartBytes: TypeAlias = bytes | bytearray | mmap.mmap
+"""A verified part's bytes: read into memory, or mapped read-only."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,7 @@ class PartReader:
         self._known_schema = b""
         """The last footer's encoded schema: the next part's is most likely the same."""
         self._layouts: dict[bytes, _Layout] = {}
+        self._hash_buffer: bytearray | None = None
 
     def rows(self, source: SourceSlice) -> pa.Table:
         """The slice's rows, from a part that passed every check."""
@@ -64,12 +73,12 @@ class PartReader:
             self._last = (source.path, self._checked(source))
         return self._last[1].slice(source.offset, source.take.records)
 
-    def whole(self, source: SourceSlice) -> tuple[bytes, FooterScan]:
+    def whole(self, source: SourceSlice) -> tuple[PartBytes, FooterScan]:
         """The bytes and scanned footer of a part taken whole, after the same checks as :meth:`rows`, decoding only
         ``_dd_index`` (the data pages are covered by the sha256): what the splicing merge copies."""
         return self._whole(source, self._verified_bytes(source))
 
-    def _whole(self, source: SourceSlice, data: bytes) -> tuple[bytes, FooterScan]:
+    def _whole(self, source: SourceSlice, data: PartBytes) -> tuple[PartBytes, FooterScan]:
         try:
             footer = scan_footer(footer_bytes(data), known_schema=self._known_schema)
             self._known_schema = schema_field(footer.schema_key)
@@ -77,7 +86,7 @@ class PartReader:
             _check_shape(source, footer.num_rows, layout.schema)
             if layout.index < 0:
                 raise _bad(source, f"it has no {INDEX_COLUMN} column")
-            parquet = pq.ParquetFile(pa.BufferReader(data))
+            parquet = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data)))
             index = parquet.reader.read_column(layout.index)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _bad(source, f"it is not readable Parquet ({exc})") from exc
@@ -86,11 +95,11 @@ class PartReader:
         self._count(data)
         return data, footer
 
-    def _layout(self, footer: FooterScan, data: bytes) -> _Layout:
+    def _layout(self, footer: FooterScan, data: PartBytes) -> _Layout:
         """The Arrow schema and column positions footers with this schema key have (read once per key)."""
         found = self._layouts.get(footer.schema_key)
         if found is None:
-            parquet = pq.ParquetFile(pa.BufferReader(data))
+            parquet = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data)))
             schema = parquet.schema_arrow
             leaves = {parquet.metadata.schema.column(i).path: i for i in range(parquet.metadata.num_columns)}
             names = schema.names
@@ -107,7 +116,7 @@ class PartReader:
         try:
             # ParquetFile, not read_table: no dataset machinery (nor its pandas import) for one in-memory file; one
             # thread, since the merge's writer encodes the previous row group on the other core meanwhile.
-            table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
+            table = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data))).read(use_threads=False)
         except (pa.ArrowException, OSError) as exc:
             raise _bad(source, f"it is not readable Parquet ({exc})") from exc
         _check_shape(source, table.num_rows, table.schema)
@@ -119,41 +128,50 @@ class PartReader:
         self._count(data)
         return table
 
-    def _verified_bytes(self, source: SourceSlice) -> bytes:
-        data = self._bytes(source, self.run_dir / source.path)
-        if hashlib.sha256(data).hexdigest() != source.part.sha256:
-            raise _bad(source, "its sha256 is not the manifest's (the bytes changed after they were published)")
-        return data
-
-    def _count(self, data: bytes) -> None:
-        self.parts_read += 1
-        self.bytes_read += len(data)
-
-    def _bytes(self, source: SourceSlice, path: Path) -> bytes:
+    def _verified_bytes(self, source: SourceSlice) -> PartBytes:
+        """The part's bytes, whose size and sha256 are the manifest's, with memory bounded by a constant before the
+        hash is proven: a part up to :data:`SINGLE_READ_BYTES` is read once into a buffer of its manifest size and
+        hashed as it is read (the bytes checked are the bytes used); a larger one is hashed streamed through a
+        fixed buffer first, then mapped read-only from the same descriptor (its pages are the page cache's, not
+        this process's heap), so a part that claims gigabytes costs a megabyte until it is proven."""
+        path = self.run_dir / source.path
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = open_run_file(path)
         except FileNotFoundError as exc:
             raise _bad(source, "it is missing") from exc
+        except RunFileRefused as exc:
+            raise _bad(source, f"it is {exc.kind}, not a regular file") from exc
         except OSError as exc:
             raise _bad(source, f"it cannot be opened: {exc.strerror}") from exc
         try:
             size = os.fstat(fd).st_size
             if size != source.part.bytes:
                 raise _bad(source, f"it has {size} bytes, its manifest says {source.part.bytes}")
-            chunks = []
-            left = size + 1  # one byte more than announced proves it grew
-            while left > 0:
-                chunk = os.read(fd, min(left, 1 << 24))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
+            data: PartBytes | None = None
+            if size <= SINGLE_READ_BYTES:
+                data, digest, read = _read_hashing(fd, size)
+            else:
+                digest, read = _hash_streamed(fd, self._buffer())
+            if read != size:
+                raise _bad(source, f"it has {read} bytes, its manifest says {source.part.bytes}")
+            if digest != source.part.sha256:
+                raise _bad(source, "its sha256 is not the manifest's (the bytes changed after they were published)")
+            if data is None:
+                data = mmap.mmap(fd, size, prot=mmap.PROT_READ) if size else b""
+        except OSError as exc:
+            raise _bad(source, f"it cannot be read: {exc.strerror}") from exc
         finally:
             os.close(fd)
-        data = b"".join(chunks)
-        if len(data) != source.part.bytes:
-            raise _bad(source, f"it has {len(data)} bytes, its manifest says {source.part.bytes}")
         return data
+
+    def _buffer(self) -> bytearray:
+        if self._hash_buffer is None:
+            self._hash_buffer = bytearray(HASH_BUFFER_BYTES)
+        return self._hash_buffer
+
+    def _count(self, data: PartBytes) -> None:
+        self.parts_read += 1
+        self.bytes_read += len(data)
 
     def _constant_columns(self, source: SourceSlice, footer: FooterScan, layout: _Layout, parquet: Any) -> None:
         """Run, plan, shard and attempt of every row, from the column statistics (no null, exact min = max = the
@@ -192,6 +210,38 @@ class PartReader:
             )
         ):
             raise _bad(source, f"its {INDEX_COLUMN} is not {first}..{first + source.part.records - 1} in order")
+
+
+def _read_hashing(fd: int, size: int) -> tuple[bytearray, str, int]:
+    """The first ``size`` bytes of ``fd`` (one more proves the file grew), their sha256 and how many were read."""
+    data = bytearray(size + 1)
+    view = memoryview(data)
+    digest = hashlib.sha256()
+    done = 0
+    while done <= size:
+        n = os.readv(fd, [view[done : min(size + 1, done + HASH_BUFFER_BYTES * 16)]])
+        if n == 0:
+            break
+        digest.update(view[done : done + n])
+        done += n
+    view.release()
+    del data[size:]
+    return data, digest.hexdigest(), done
+
+
+def _hash_streamed(fd: int, buffer: bytearray) -> tuple[str, int]:
+    """The sha256 of everything ``fd`` holds and its length, read through ``buffer`` (memory: its size)."""
+    view = memoryview(buffer)
+    digest = hashlib.sha256()
+    done = 0
+    while True:
+        n = os.readv(fd, [view])
+        if n == 0:
+            break
+        digest.update(view[:n])
+        done += n
+    os.lseek(fd, 0, os.SEEK_SET)
+    return digest.hexdigest(), done
 
 
 def _check_shape(source: SourceSlice, rows: int, schema: pa.Schema) -> None:

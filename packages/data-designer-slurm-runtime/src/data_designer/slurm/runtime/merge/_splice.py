@@ -13,6 +13,7 @@ at the speed of reading, hashing and writing. A part whose schema bytes differ f
 
 from __future__ import annotations
 
+import mmap
 import struct
 from pathlib import Path
 
@@ -28,14 +29,14 @@ class SpliceMismatch(Exception):
     """A part's schema differs from the file's first part's: these parts cannot share a footer."""
 
 
-def footer_bytes(data: bytes) -> bytes:
+def footer_bytes(data: bytes | bytearray | mmap.mmap) -> bytes:
     """The Thrift footer of a Parquet file's bytes (ValueError when the framing is not Parquet's)."""
     if len(data) < 12 or data[:4] != MAGIC or data[-4:] != MAGIC:
         raise ValueError("not framed as Parquet (PAR1 ... PAR1)")
     (length,) = struct.unpack("<I", data[-8:-4])
     if length > len(data) - 12:
         raise ValueError("its footer length is larger than the file")
-    return data[-8 - length : -8]
+    return bytes(data[-8 - length : -8])
 
 
 class SpliceWriter:
@@ -55,7 +56,7 @@ class SpliceWriter:
         self._rows = 0
         self._first = 0
 
-    def add(self, data: bytes, footer: FooterScan, *, rows: int, first_index: int) -> None:
+    def add(self, data: bytes | bytearray | mmap.mmap, footer: FooterScan, *, rows: int, first_index: int) -> None:
         """Append one part (its bytes and scanned footer), starting a new file when this one would grow too big."""
         if self._sink is not None and (self._rows + rows > self.max_rows_per_file):
             self._close_file()

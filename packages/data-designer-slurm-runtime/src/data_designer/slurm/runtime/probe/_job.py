@@ -30,8 +30,11 @@ from data_designer.slurm.contracts import (
 from data_designer.slurm.runtime.jobs import CpuJob, submit_cpu_job
 from data_designer.slurm.runtime.polling import poll
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
+from data_designer.slurm.runtime.store import read_run_file
 
 PROBE_JOB_TIME_MINUTES = 2
+_MAX_OUTPUT_BYTES = 1 << 20
+"""The most of one probe output file read (they hold a few lines)."""
 """The probe job's ``--time``: it runs for seconds; a short limit lets the scheduler backfill it."""
 TOKEN_GRACE_S = 10.0
 """How long a finished job's files may take to appear on the login node (NFS attribute caches)."""
@@ -71,7 +74,7 @@ def _tail(text: str, lines: int = 1) -> str:
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_run_file(path, _MAX_OUTPUT_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return None
 

@@ -119,6 +119,13 @@ from data_designer.slurm.runtime.store._record_io import (
     system_clock,
     write_record_once,
 )
+from data_designer.slurm.runtime.store._run_files import (
+    RunFileRefused,
+    file_kind,
+    open_run_file,
+    read_run_file,
+    run_file,
+)
 from data_designer.slurm.runtime.store._run_records import (
     claim_retry_resume,
     create_run_directory,
@@ -191,6 +198,7 @@ __all__ = [
     "RecordWrongSchema",
     "RetrySnapshot",
     "RunDirectory",
+    "RunFileRefused",
     "RunId",
     "RunIdFactory",
     "RunLayout",
@@ -218,6 +226,7 @@ __all__ = [
     "discard_observations",
     "discard_run_directory",
     "encode_record",
+    "file_kind",
     "find_latest_merge",
     "format_attempt",
     "format_shard",
@@ -238,6 +247,7 @@ __all__ = [
     "modes_for",
     "modes_of_directory",
     "next_attempt_number",
+    "open_run_file",
     "owner_from_environment",
     "parse_attempt",
     "parse_shard",
@@ -253,6 +263,7 @@ __all__ = [
     "read_record",
     "read_retry_intents",
     "read_run",
+    "read_run_file",
     "read_run_record",
     "read_submissions",
     "read_tail",
@@ -266,6 +277,7 @@ __all__ = [
     "replace_record",
     "requester_from_environment",
     "reserve_merge_job",
+    "run_file",
     "run_id_factory",
     "sequence_numbers",
     "set_aside",

@@ -23,10 +23,12 @@ from data_designer.slurm.contracts import ConflictError, ExecutionPlan, NotFound
 from data_designer.slurm.contracts.records import RecordSchema
 from data_designer.slurm.planner import plan_digest
 from data_designer.slurm.runtime.store._layout import RunLayout
-from data_designer.slurm.runtime.store._record_io import RecordOk, decode_record
+from data_designer.slurm.runtime.store._record_io import DEFAULT_MAX_RECORD_BYTES, RecordOk, decode_record
+from data_designer.slurm.runtime.store._run_files import RunFileRefused, read_run_file
 
 PLAN_SCHEMA: RecordSchema[ExecutionPlan] = RecordSchema("plan", 1, ExecutionPlan)
 _OPERATION = "store.load_plan"
+MAX_PLAN_BYTES = DEFAULT_MAX_RECORD_BYTES
 
 
 def load_plan(layout: RunLayout, *, expected_digest: str | None = None) -> ExecutionPlan:
@@ -50,11 +52,13 @@ def load_plan_file(path: Path, *, expected_digest: str | None = None, verify_dig
     filesystem refused), ConflictError ``plan_mismatch`` (not a plan, edited, or another run's digest).
     """
     try:
-        data = path.read_bytes()
+        data = read_run_file(path, MAX_PLAN_BYTES)
     except FileNotFoundError as exc:
         raise NotFoundError(
             f"the run's plan {str(path)!r} is missing", code="plan_not_found", operation=_OPERATION, file=str(path)
         ) from exc
+    except RunFileRefused as exc:
+        raise _mismatch(path, f"is {exc.kind}, not a regular file") from exc
     except OSError as exc:
         raise UnavailableError(
             f"cannot read the plan {str(path)!r}: {exc.strerror}",
@@ -62,6 +66,8 @@ def load_plan_file(path: Path, *, expected_digest: str | None = None, verify_dig
             operation=_OPERATION,
             file=str(path),
         ) from exc
+    if len(data) > MAX_PLAN_BYTES:
+        raise _mismatch(path, f"is larger than {MAX_PLAN_BYTES} bytes: not a plan this project wrote")
     plan = _decode(data, path)
     problem = None
     if verify_digest and not _canonical_bytes_match(data, plan.digest):

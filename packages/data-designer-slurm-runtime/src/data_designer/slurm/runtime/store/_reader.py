@@ -89,6 +89,7 @@ from data_designer.slurm.runtime.store._merges import (
 from data_designer.slurm.runtime.store._parts import PartRef, check_part, looks_intact
 from data_designer.slurm.runtime.store._plan import load_plan
 from data_designer.slurm.runtime.store._record_io import Clock, RecordOk, read_record, sequence_numbers, system_clock
+from data_designer.slurm.runtime.store._run_files import run_file
 from data_designer.slurm.runtime.store._snapshot import (
     AttemptSnapshot,
     BatchError,
@@ -566,7 +567,7 @@ def last_line(path: Path, *, count_read: Callable[[], None] | None = None) -> st
 def tail_lines(path: Path, n: int, *, count_read: Callable[[], None] | None = None) -> tuple[str, ...]:
     """The last ``n`` non-blank lines of a text file (from its last ``LOG_TAIL_BYTES``), each shortened."""
     try:
-        with path.open("rb") as handle:
+        with run_file(path) as handle:
             if count_read is not None:
                 count_read()
             handle.seek(0, os.SEEK_END)

@@ -50,6 +50,7 @@ from data_designer.slurm.planner import (
     modes_of_directory,
     write_new_file,
 )
+from data_designer.slurm.runtime.store._run_files import RunFileRefused, read_run_file
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -228,18 +229,14 @@ def read_record(path: Path, schema: RecordSchema[M], *, max_bytes: int = DEFAULT
     """Open ``path`` afresh and decode it; never raises for what is (or is not) on disk."""
     for retry in (True, False):
         try:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                data = _read_up_to(fd, max_bytes + 1)
-            finally:
-                os.close(fd)
+            data = read_run_file(path, max_bytes)
+        except RunFileRefused as exc:
+            return RecordCorrupt(path, f"is {exc.kind}, not a regular file")
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):
                 return RecordMissing(path)
             if exc.errno == errno.ESTALE and retry:  # NFS: the name now points at a new inode; open it again
                 continue
-            if exc.errno == errno.EISDIR:
-                return RecordCorrupt(path, "is a directory")
             return RecordUnreadable(path, f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror}")
         break
     if len(data) > max_bytes:
@@ -346,18 +343,6 @@ def _write_temp(path: Path, data: bytes, operation: str, mode: int | None) -> Pa
         _unlink_quietly(temp)
         raise _write_error(path, exc, operation) from exc
     return temp
-
-
-def _read_up_to(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        chunk = os.read(fd, min(1 << 20, limit - size))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
 
 
 def _unlink_quietly(path: Path) -> None:

@@ -1,7 +1,8 @@
 """Bounded reads of growing text logs: the last N lines of a file, and the complete lines appended since an offset.
 
 Both read from a known position and stop at a byte cap, so a log of many gigabytes costs what the lines asked for,
-never the whole file. Lines keep their indentation (a traceback stays readable); only a trailing ``\\r`` is dropped
+never the whole file. Files are opened as every run-directory read is (``_run_files``: no symbolic link followed,
+no FIFO blocked on, regular files only). Lines keep their indentation (a traceback stays readable); only a trailing ``\\r`` is dropped
 and a line longer than ``MAX_LINE_CHARS`` is shortened, saying by how much. Bytes that are not UTF-8 are replaced.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from data_designer.slurm.runtime.store._run_files import run_file
 
 TAIL_BLOCK_BYTES = 64 * 1024
 TAIL_MAX_BYTES = 4 * 1024 * 1024
@@ -43,7 +46,7 @@ def read_tail(path: Path | str, lines: int, *, max_bytes: int = TAIL_MAX_BYTES) 
     """The last ``lines`` lines of the text file at ``path`` (None when it cannot be opened), reading backwards in
     blocks until enough newlines are seen or ``max_bytes`` are read."""
     try:
-        with open(path, "rb") as handle:
+        with run_file(path) as handle:
             size = handle.seek(0, os.SEEK_END)
             position = size
             blocks: list[bytes] = []
@@ -81,7 +84,7 @@ def read_appended(
     than that is returned in pieces). ``final``: the writer is done, so a last line without a newline counts too.
     None when the file cannot be opened."""
     try:
-        with open(path, "rb") as handle:
+        with run_file(path) as handle:
             size = handle.seek(0, os.SEEK_END)
             reset = size < offset
             start = 0 if reset else offset

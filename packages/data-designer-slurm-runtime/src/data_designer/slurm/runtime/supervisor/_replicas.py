@@ -29,7 +29,7 @@ from data_designer.slurm.contracts import ReplicaPlan
 from data_designer.slurm.contracts.records import PORT_SCHEMA, PortRecord
 from data_designer.slurm.runtime import _launch
 from data_designer.slurm.runtime._launch import port_record_name
-from data_designer.slurm.runtime.store import RecordOk, read_record
+from data_designer.slurm.runtime.store import RecordOk, read_record, run_file
 from data_designer.slurm.runtime.supervisor._containers import (
     ContainerSite,
     job_has_gpus,
@@ -125,7 +125,7 @@ def step_environment(replica: ReplicaPlan, environ: Mapping[str, str], named: Co
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> tuple[str, ...]:
     """The last ``lines`` lines of a log (empty when it cannot be read)."""
     try:
-        with path.open("rb") as stream:
+        with run_file(path) as stream:
             stream.seek(0, os.SEEK_END)
             size = stream.tell()
             stream.seek(max(0, size - _LOG_TAIL_BYTES))

@@ -14,14 +14,21 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from data_designer.slurm.contracts import CheckFailedError, InvalidInputError, UnavailableError
 from data_designer.slurm.contracts.records import PROVENANCE_COLUMNS, MergeFile, MergeManifest
-from data_designer.slurm.runtime.store import RunLayout, find_latest_merge, read_run, read_run_record
+from data_designer.slurm.runtime.store import (
+    RunFileRefused,
+    RunLayout,
+    find_latest_merge,
+    plain_part_name,
+    read_run,
+    read_run_file,
+    read_run_record,
+)
 from data_designer.slurm.services.runs import locate_run
 
 if TYPE_CHECKING:
@@ -101,18 +108,22 @@ def _from_merge(
 
 def _checked_file(directory: Path, item: MergeFile) -> bytes:
     """The file's bytes, whose size and sha256 are the merge manifest's."""
+    if not plain_part_name(item.path):
+        raise _bad_file(directory, item, "its merge manifest names it by a path, not one plain name in the merge")
     path = directory / item.path
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(item.bytes + 1)  # one byte more than announced proves it grew
+        data = read_run_file(path, item.bytes)  # one byte more than announced proves it grew
     except FileNotFoundError as exc:
         raise _bad_file(directory, item, "it is missing") from exc
+    except RunFileRefused as exc:
+        raise _bad_file(directory, item, f"it is {exc.kind}, not a regular file") from exc
     except OSError as exc:
         raise UnavailableError(
             f"cannot read {str(path)!r}: {exc.strerror}", code="filesystem_unavailable", file=str(path)
         ) from exc
     if len(data) != item.bytes:
-        raise _bad_file(directory, item, f"it has {os.path.getsize(path)} bytes, the merge manifest says {item.bytes}")
+        size = f"more than {item.bytes}" if len(data) > item.bytes else str(len(data))
+        raise _bad_file(directory, item, f"it has {size} bytes, the merge manifest says {item.bytes}")
     if hashlib.sha256(data).hexdigest() != item.sha256:
         raise _bad_file(directory, item, "its sha256 is not the merge manifest's (the bytes changed after the merge)")
     return data

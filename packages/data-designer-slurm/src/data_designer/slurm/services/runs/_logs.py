@@ -13,6 +13,7 @@ supervisor's, every server replica's and the client's.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from data_designer.slurm.runtime.store import (
     RunSnapshot,
     ShardSnapshot,
     TaskRef,
+    file_kind,
     read_run,
     read_tail,
     system_clock,
@@ -166,7 +168,14 @@ def collect(
         found = 0
         for source in sources(layout, pick, step, notes):
             read = read_tail(source.path, tail)
-            if read is None or (source.step == "batch" and read.end == 0):
+            if read is None:
+                refused = _refused(source.path)
+                if refused is not None:
+                    notes.append(
+                        f"shard {pick.shard}: {source.path.name} not read: it is {refused}, not a regular file"
+                    )
+                continue
+            if source.step == "batch" and read.end == 0:
                 continue
             found += 1
             files.append(log_file(source, read.lines, size=read.end, truncated=read.truncated))
@@ -207,6 +216,15 @@ def sources(layout: RunLayout, pick: Chosen, step: LogStep | None, notes: list[s
             yield Source(pick.shard, pick.attempt, "server", logs / name)
     if step in (None, "client"):
         yield Source(pick.shard, pick.attempt, "client", logs / f"client{_LOG_SUFFIX}")
+
+
+def _refused(path: Path) -> str | None:
+    """What stands at ``path`` when it exists but is no regular file (a link is never followed, a FIFO never read)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) else file_kind(mode)
 
 
 def _server_logs(logs: Path) -> list[str]:
