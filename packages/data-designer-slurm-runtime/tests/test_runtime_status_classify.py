@@ -514,6 +514,24 @@ def test_s2_no_submission_record_at_all_is_not_submitted() -> None:
     assert (result.state, result.shards[0].state, result.shards[0].message) == ("not_submitted", "not_submitted", None)
 
 
+def test_s2a_attempt_evidence_without_a_submission_record_is_never_not_submitted() -> None:
+    live = shard(0, attempt(0, beat_at=NOW), tasks=())  # an allocation claimed it; no submission record names its task
+    gone = shard(1, attempt(1, status=ended("server_failed_to_start", "writer-0 exited")), tasks=())
+    refused = SubmissionRecord(submitted_at=SUBMITTED, jobs=(), submitted=0, recovered=0, sbatch_calls=1, error="no")
+    for submissions in ((), (refused,)):
+        result = status_of(snapshot(live, gone, submissions=submissions), None, evidence_kind="none")
+        running, failed = result.shards
+        assert (running.state, running.reason, running.phase) == (
+            "unknown",
+            "submission_record_missing",
+            "client_running",
+        )
+        assert "claimed by job 1000_0 on node1" in (running.message or "")
+        assert "--run-id" in (running.message or "")
+        assert (failed.state, failed.reason, failed.message) == ("failed", "server_failed_to_start", "writer-0 exited")
+        assert result.state == "unknown"
+
+
 def test_s3_shard_no_submitted_job_holds_is_missing() -> None:
     result = one(shard(0, tasks=()), observed())
     assert (result.state, result.reason) == ("missing", "no_submission")

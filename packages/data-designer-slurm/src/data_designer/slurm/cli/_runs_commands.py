@@ -52,8 +52,12 @@ def ls(
 
 @runs_app.command("rm")
 def rm(
-    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="The run id, or its run directory.")],
-    force: Annotated[bool, typer.Option("--force", help="Cancel the run's live shards first, then remove it.")] = False,
+    run_ref: Annotated[
+        str, typer.Argument(metavar="RUN", help="The run id, or its run directory (in the profile's workspace).")
+    ],
+    force: Annotated[
+        bool, typer.Option("--force", help="Cancel the run's live shards or jobs first, then remove it.")
+    ] = False,
     profile: ProfileOption = None,
     cluster: ClusterOption = None,
     as_json: JsonOption = False,
@@ -61,10 +65,13 @@ def rm(
 ) -> None:
     """Remove a run directory. Refuses a run with shards pending, running, stale or unknown unless --force.
 
-    A run that was never submitted is removed without asking Slurm.
+    Only a run directly inside the workspace's runs/ of the selected --profile and --cluster is removed. A run
+    whose submission was refused, or whose run record was never written, is removed without asking Slurm. A run
+    with no submission record (sbatch's reply was lost, or execute stopped before recording it) is looked up in
+    Slurm by job name first: its queued or running jobs refuse the removal, and --force cancels them first.
 
-    Exit codes: 0 removed; 2 not a run directory; 3 no such run; 4 live shards (without --force) or an
-    unreadable run; 5 Slurm could not be asked.
+    Exit codes: 0 removed; 2 not a run directory of the workspace; 3 no such run; 4 live shards or jobs (without
+    --force) or an unreadable run; 5 Slurm could not be asked.
     """
     from data_designer.slurm.services import remove_run
 

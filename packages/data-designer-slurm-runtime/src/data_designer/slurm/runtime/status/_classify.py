@@ -240,6 +240,10 @@ def _verdict(
     if held is not None:
         # Row 0: a retry took this shard and its submission is not recorded yet (being submitted, or orphaned).
         return _retry_verdict(held, now, rules)
+    if latest is None and shard.attempts:
+        # Row S2a: no submission record holds the shard's task, but an allocation wrote its attempt records: it was
+        # submitted (sbatch's reply was lost, or execute stopped before recording it). Attempt evidence wins.
+        return _unrecorded(shard, snapshot)
     if latest is None:
         # Row 2: nothing was ever submitted for this shard.
         error = snapshot.submission_error
@@ -265,6 +269,25 @@ def _verdict(
     if ev is not None:  # terminal in Slurm, and the task's own attempt wrote no status.json
         return _terminal_without_status(shard, snapshot, own, latest, ev, now, rules)
     return _unseen(shard, own, latest, observation, now, rules)
+
+
+def _unrecorded(shard: ShardSnapshot, snapshot: RunSnapshot) -> _Verdict:
+    """Row S2a: the newest attempt's ending when it wrote one, else unknown: its job is not observed (no submission
+    record names it), so only ``execute --run-id``, which finds the run's jobs by name and records them, can tell."""
+    newest = shard.attempts[-1]
+    if newest.status is not None:
+        return _ended(shard, newest, None, snapshot)
+    claim = newest.claim
+    by = f" by job {claim.job_id}_{claim.array_task} on {claim.host}" if claim is not None and claim.job_id else ""
+    return _Verdict(
+        "unknown",
+        reason="submission_record_missing",
+        message=f"attempt {newest.number} was claimed{by}, but no submission record holds the shard's task "
+        "(sbatch's reply was lost, or execute stopped before recording it): 'data-designer slurm execute RUN_FILE "
+        f"--run-id {snapshot.run.run_id}' finds its jobs by name and records them",
+        last_log_line=newest.last_log_line,
+        phase=newest.heartbeat.phase if newest.heartbeat is not None else None,
+    )
 
 
 def _held_by_retry(shard: ShardSnapshot, snapshot: RunSnapshot, latest: TaskRef | None) -> RetrySnapshot | None:

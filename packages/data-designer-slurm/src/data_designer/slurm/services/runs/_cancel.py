@@ -1,18 +1,19 @@
 """``cancel``: stop every job of every generation that holds the selected shards, confirm it, record who did it.
 
 The run is read once (``store.read_run``); the jobs are every submitted task of the selected shards, in every
-generation (the run's own submission, Slurm's requeues of it, every retry), plus the jobs of a retry intent whose
-submission is not recorded yet (found by name). One observation tells which of them are still live; only those
-are given to ``scancel`` (``job_task`` for single shards, whole jobs for the whole run), and the cancellation is
-confirmed by observing until none is pending or running. Then ``cancellations/NNNN.json`` is appended (who, when,
-which shards, whether it was confirmed): nobody writes into another attempt's directory. ``status`` then shows
-those shards ``cancelled`` with reason ``cancelled_by_user``.
+generation (the run's own submission, Slurm's requeues of it, every retry), plus the jobs no submission record names
+yet, found by job name (``unrecorded_tasks``): a retry intent's whose submission is not recorded, and the run's own
+when it has no submission record (``execute`` lost sbatch's reply, or stopped before recording it). One observation
+tells which of them are still live; only those are given to ``scancel`` (``job_task`` for single shards, whole jobs
+for the whole run), and the cancellation is confirmed by observing until none is pending or running. Then
+``cancellations/NNNN.json`` is appended (who, when, which shards, whether it was confirmed): nobody writes into
+another attempt's directory. ``status`` then shows those shards ``cancelled`` with reason ``cancelled_by_user``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from data_designer.slurm.contracts import (
@@ -126,8 +127,8 @@ def _selection(snapshot: RunSnapshot, shards: Sequence[int] | None) -> tuple[int
 def _targets(
     snapshot: RunSnapshot, selected: Sequence[int], scheduler: SlurmScheduler
 ) -> dict[tuple[str, int], tuple[int, int]]:
-    """(job id, array index) -> (shard, generation), for every task of every generation that runs a selected shard, plus the
-    tasks of unsubmitted retry intents that Slurm nevertheless holds (their submission record is not written yet)."""
+    """(job id, array index) -> (shard, generation), for every task of every generation that runs a selected shard, plus
+    the tasks Slurm holds that no submission record names yet (:func:`unrecorded_tasks`)."""
     chosen = set(selected)
     tasks = {
         (ref.job_id, ref.array_task): (shard.plan.shard, ref.generation)
@@ -135,20 +136,45 @@ def _targets(
         if shard.plan.shard in chosen
         for ref in shard.tasks
     }
-    pending = [retry for retry in snapshot.unsubmitted_retries() if retry.shards & chosen]
-    if pending:
-        names = [chunk.job_name for retry in pending for chunk in retry.intent.unit.chunks]
-        since = min(retry.intent.requested_by.time for retry in pending) - SINCE_SLACK
-        found = scheduler.find_submitted(names, since=since)
-        for retry in pending:
-            for chunk in retry.intent.unit.chunks:
-                job = found.get(chunk.job_name)
-                if job is None:
-                    continue
-                for task in chunk.tasks:
-                    if task.shard in chosen:
-                        tasks[(job.job_id, task.index)] = (task.shard, retry.generation)
+    tasks.update(unrecorded_tasks(snapshot, scheduler, shards=chosen))
     return tasks
+
+
+def unrecorded_tasks(
+    snapshot: RunSnapshot, scheduler: SlurmScheduler, *, shards: Collection[int] | None = None
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(job id, array index) -> (shard, generation) of the tasks Slurm holds by job name that no submission record
+    names: those of retry intents whose submission is not recorded yet, and the run's own when it has no readable
+    submission record of generation 0 (``execute`` lost sbatch's reply, or stopped before recording it). One
+    ``find_submitted`` (one squeue, one sacct; :class:`UnavailableError` unless both answer) when there is any such
+    unit, no call otherwise. ``shards``: only the tasks of those shards (default every shard)."""
+    chosen = set(shards) if shards is not None else {shard.plan.shard for shard in snapshot.shards}
+    units = [
+        (retry.generation, retry.intent.unit, retry.intent.requested_by.time)
+        for retry in snapshot.unsubmitted_retries()
+        if retry.shards & chosen
+    ]
+    if not own_submission_recorded(snapshot):
+        units.append((0, snapshot.run.unit, snapshot.run.created_at))
+    if not units:
+        return {}
+    names = [chunk.job_name for _, unit, _ in units for chunk in unit.chunks]
+    found = scheduler.find_submitted(names, since=min(since for _, _, since in units) - SINCE_SLACK)
+    tasks: dict[tuple[str, int], tuple[int, int]] = {}
+    for generation, unit, _ in units:
+        for chunk in unit.chunks:
+            job = found.get(chunk.job_name)
+            if job is None:
+                continue
+            for task in chunk.tasks:
+                if task.shard in chosen:
+                    tasks[(job.job_id, task.index)] = (task.shard, generation)
+    return tasks
+
+
+def own_submission_recorded(snapshot: RunSnapshot) -> bool:
+    """A readable submission record of generation 0 (the run's own: its jobs, or the scheduler's refusal) exists."""
+    return any(submission.generation == 0 for submission in snapshot.submissions)
 
 
 def _scancel_targets(live: set[tuple[str, int]], whole: bool) -> tuple[tuple[str, ...], dict[str, list[int]]]:

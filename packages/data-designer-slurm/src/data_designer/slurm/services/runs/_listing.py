@@ -6,9 +6,13 @@ observation (no scheduler call), or with ``refresh`` from one observation of all
 one ``squeue``, one ``sacct``, each run's part appended to its ``observations/``). A directory that is not a
 readable run is listed as ``incomplete`` or ``unreadable`` with why, never hidden and never failing the listing.
 
-``remove_run`` decides by a live status (``status_of``) and refuses a run with live shards unless ``force``, which
-cancels them first (``runs.cancel_run``). ``store.remove_run_dir`` renames the directory atomically to a hidden name
-in ``runs/`` (which readers skip) before its tree is deleted, so a concurrent reader sees the whole run or no run.
+``remove_run`` removes only run directories directly inside the selected workspace's ``runs/``. It decides by a live
+status (the run read once, one observation, classified as ``status`` does) and refuses a run with live shards unless
+``force``, which cancels them first (``runs.cancel_run``). A run without a submission record is first looked up in
+Slurm by its job names (``runs.unrecorded_tasks``, the lookup ``execute --run-id`` makes) so that jobs whose
+submission was never recorded are refused or cancelled too, never orphaned. ``store.remove_run_dir`` renames the
+directory atomically to a hidden name in ``runs/`` (which readers skip) before its tree is deleted, so a concurrent
+reader sees the whole run or no run.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 
 from data_designer.slurm.contracts import (
     DEFAULT_RUNS_SHOWN,
+    TERMINAL_TASK_STATES,
     ConflictError,
     InvalidInputError,
     NotFoundError,
@@ -36,7 +41,14 @@ from data_designer.slurm.contracts import (
     UnavailableError,
 )
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
-from data_designer.slurm.runtime.status import Rules, RunObservation, cached_observation, observe_runs
+from data_designer.slurm.runtime.status import (
+    SINCE_SLACK,
+    Rules,
+    RunObservation,
+    cached_observation,
+    observe_run,
+    observe_runs,
+)
 from data_designer.slurm.runtime.store import (
     Clock,
     RunDirectory,
@@ -48,9 +60,10 @@ from data_designer.slurm.runtime.store import (
     remove_run_dir,
     system_clock,
 )
-from data_designer.slurm.services.context import ServiceContext, classify_observed, collector_paused
+from data_designer.slurm.services.context import CountingRunner, ServiceContext, classify_observed, collector_paused
+from data_designer.slurm.services.runs._cancel import cancel_run, own_submission_recorded, unrecorded_tasks
 from data_designer.slurm.services.runs._locate import layout_of
-from data_designer.slurm.services.runs._status import is_unavailable, status_of
+from data_designer.slurm.services.runs._status import is_unavailable
 
 LIVE_SHARD_STATES = frozenset({"pending", "running", "stale", "unknown"})
 """Shards ``runs rm`` will not remove without ``--force``: Slurm may still run them (or could not say)."""
@@ -189,7 +202,6 @@ def run_summary(snapshot: RunSnapshot, status: RunStatus) -> RunSummary:
 class _Decision:
     state: str
     live: tuple[int, ...] = ()
-    calls: int = 0
     note: str | None = None
 
 
@@ -205,25 +217,30 @@ def remove_run(
     rules: Rules | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> RunRemoved:
-    """Remove the run directory of ``run`` (a run id or run directory of the workspace).
+    """Remove the run directory of ``run`` (a run id, or a run directory directly inside the selected profile
+    cluster's ``<workspace>/runs/``; any other path is refused, exit 2).
 
-    A run never submitted (no job recorded, or no run record: execute did not finish) is removed without asking
-    Slurm. Otherwise a live status decides: shards pending, running, stale or unknown refuse the removal
-    (ConflictError ``run_live``, exit 4, naming them) unless ``force``, which cancels them first; Slurm that
-    cannot be asked refuses it (UnavailableError, exit 5). A run whose records cannot be read is removed only with
-    ``force`` (nothing can be cancelled then). A cancellation Slurm did not confirm leaves the run in place
-    (exit 5): a task still running would write into it again. Errors: no such run (exit 3), not a run directory
+    A run whose submission was refused, or that has no run record (execute did not finish), is removed without
+    asking Slurm. A run with a run record but no submission record (sbatch's reply was lost, or execute stopped
+    before recording it) is looked up in Slurm by its job names first (one squeue, one sacct): jobs of it that are
+    queued or running refuse the removal (ConflictError ``run_live``, exit 4, naming them) unless ``force``, which
+    cancels them first. Otherwise a live status decides: shards pending, running, stale or unknown refuse the
+    removal (``run_live``, exit 4, naming them) unless ``force``, which cancels them first; Slurm that cannot be
+    asked refuses it (UnavailableError, exit 5). A run whose records cannot be read is removed only with ``force``
+    (nothing can be cancelled then). A cancellation Slurm did not confirm leaves the run in place (exit 5): a task
+    still running would write into it again. Errors: no such run (exit 3), not a run directory of the workspace
     (exit 2).
     """
     ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
     layout = layout_of(run, ctx)
+    _check_workspace(layout, Path(ctx.selected.profile.workspace_root))
     _check_directory(layout)
-    scheduler = ctx.scheduler()
+    counting = CountingRunner(ctx.runner)
+    scheduler = SlurmScheduler(counting, clock=clock, concurrent=counting.concurrent)
     decision = _decide(layout, scheduler, force=force, clock=clock, rules=rules)
+    calls = counting.calls
     cancelled = None
     if decision.live:
-        from data_designer.slurm.services.runs._cancel import cancel_run
-
         cancelled = cancel_run(str(layout.run_dir), environ=environ, runner=runner, clock=clock, sleep=sleep)
         if not cancelled.confirmed:
             raise UnavailableError(
@@ -241,8 +258,25 @@ def remove_run(
         forced=force,
         cancelled=cancelled,
         live_shards=decision.live,
-        scheduler_calls=decision.calls + (cancelled.scheduler_calls if cancelled is not None else 0),
+        scheduler_calls=calls + (cancelled.scheduler_calls if cancelled is not None else 0),
         note=decision.note,
+    )
+
+
+def _check_workspace(layout: RunLayout, workspace: Path) -> None:
+    """The run directory lies directly inside ``<workspace>/runs/`` (both resolved: ``..`` and linked parents are
+    followed; the run directory itself is not, so a symbolic link there is refused by ``_check_directory``)."""
+    runs = workspace.expanduser().absolute() / "runs"
+    if layout.run_dir.parent.resolve() == runs.resolve():
+        return
+    raise InvalidInputError(
+        f"{str(layout.run_dir)!r} is not a run of the workspace {str(workspace)!r} (runs rm removes only run "
+        f"directories directly inside {str(runs)!r})",
+        code="invalid_run",
+        key_path=("RUN",),
+        file=str(layout.run_dir),
+        hint="pass the run id with the --profile and --cluster whose workspace holds the run "
+        "('data-designer slurm runs ls --profile ... --cluster ...' lists them)",
     )
 
 
@@ -276,7 +310,10 @@ def _decide(
     layout: RunLayout, scheduler: SlurmScheduler, *, force: bool, clock: Clock, rules: Rules | None
 ) -> _Decision:
     try:
-        status = status_of(layout, scheduler, refresh=True, clock=clock, rules=rules)
+        with collector_paused():
+            snapshot = read_run(layout, clock=clock)
+            seen = observe_run(snapshot, scheduler, clock=clock)
+            status = classify_observed(snapshot, seen, clock(), rules)
     except SlurmExtensionError as exc:
         summary = _unclassified(layout, exc)
         if summary.state == "incomplete":
@@ -291,6 +328,28 @@ def _decide(
             ) from exc
         return _Decision("unreadable", note=f"not read, nothing cancelled: {exc.info.message}")
     live = tuple(shard.shard for shard in status.shards if shard.state in LIVE_SHARD_STATES)
+    state, note = status.state, None
+    if not own_submission_recorded(snapshot):
+        # no submission record: Slurm may hold the run's jobs all the same; their names tell (as execute --run-id)
+        found = _live_by_name(snapshot, scheduler)
+        if found and not force:
+            shards = sorted({shard for shard, _ in found.values()})
+            raise ConflictError(
+                f"run {str(layout.run_id)!r} has no submission record, but Slurm still holds its job(s) "
+                f"{_job_list(found)} (named {snapshot.run.binding.job_name_prefix}-c*; shard(s) {_named(shards)}) "
+                "queued or running",
+                code="run_live",
+                file=str(layout.run_dir),
+                hint="pass --force to cancel them first and then remove the run, or cancel them with "
+                f"'data-designer slurm cancel {layout.run_id}'",
+            )
+        # what the lookup decided replaces what the records alone could not tell (rule S2a: unknown)
+        undecided = {shard.shard for shard in status.shards if shard.reason == "submission_record_missing"}
+        live = tuple(sorted({k for k in live if k not in undecided} | {shard for shard, _ in found.values()}))
+        if found:
+            note = f"no submission record: job(s) {_job_list(found)} found by job name"
+            if state == "not_submitted":  # the records say nothing was submitted; Slurm says otherwise
+                state = "running" if any(task == "running" for _, task in found.values()) else "pending"
     # a run with jobs whose scheduler did not answer: whether something of it still runs is not known
     unanswered = is_unavailable(status) or (status.scheduler_calls > 0 and status.evidence != "live")
     if unanswered and not force:
@@ -302,7 +361,7 @@ def _decide(
             hint="nothing was removed; retry when squeue and sacct answer",
         )
     if not live:
-        return _Decision(status.state, calls=status.scheduler_calls)
+        return _Decision(state, note=note)
     if not force:
         raise ConflictError(
             f"run {str(layout.run_id)!r} has live shard(s) {_shard_list(status, live)}",
@@ -311,7 +370,50 @@ def _decide(
             hint=f"cancel them first ('data-designer slurm cancel {layout.run_id}'), or pass --force to cancel "
             "and remove",
         )
-    return _Decision(status.state, live=live, calls=status.scheduler_calls)
+    return _Decision(state, live=live, note=note)
+
+
+def _live_by_name(snapshot: RunSnapshot, scheduler: SlurmScheduler) -> dict[tuple[str, int], tuple[int, str]]:
+    """(job id, array index) -> (shard, Slurm's state) of the run's tasks that Slurm holds queued or running though no
+    submission record names them: found by job name (``unrecorded_tasks``), then observed (squeue must answer: it
+    alone shows every queued and running task). UnavailableError (exit 5) when Slurm cannot tell, whatever
+    ``--force`` says: a job nobody can see would be orphaned."""
+    try:
+        tasks = unrecorded_tasks(snapshot, scheduler)
+        job_ids: list[str] = sorted({job for job, _ in tasks}, key=int)
+        if not job_ids:
+            return {}
+        seen = scheduler.observe(job_ids, since=snapshot.run.created_at - SINCE_SLACK)
+    except UnavailableError as exc:
+        raise exc.with_context(
+            f"run {snapshot.run.run_id} has no submission record, so its jobs were looked up by name",
+            hint="nothing was removed; retry when squeue and sacct answer",
+        ) from None
+    if seen.squeue.status != "ok":
+        raise UnavailableError(
+            f"run {snapshot.run.run_id} has no submission record, and squeue could not say whether its job(s) "
+            f"{', '.join(job_ids)} still run: {seen.squeue.detail or seen.squeue.status}",
+            code="scheduler_unavailable",
+            file=str(snapshot.layout.run_dir),
+            hint="nothing was removed; retry when squeue answers",
+        )
+    return {
+        (task.job_id, task.array_index): (tasks[(task.job_id, task.array_index)][0], task.state)
+        for task in seen.tasks
+        if task.array_index is not None
+        and task.state not in TERMINAL_TASK_STATES
+        and (task.job_id, task.array_index) in tasks
+    }
+
+
+def _job_list(found: Mapping[tuple[str, int], object]) -> str:
+    jobs: list[str] = sorted({job for job, _ in found}, key=int)
+    return _named(jobs)
+
+
+def _named(items: Sequence[object]) -> str:
+    shown = ", ".join(map(str, items[:_NAMED_SHARDS]))
+    return shown + (f" and {len(items) - _NAMED_SHARDS} more" if len(items) > _NAMED_SHARDS else "")
 
 
 def _shard_list(status: RunStatus, live: Sequence[int]) -> str:
