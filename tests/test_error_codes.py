@@ -348,7 +348,8 @@ def test_each_error_is_catalogued_with_the_exit_code_it_is_raised_with() -> None
 def test_the_scanner_resolves_helpers_constants_and_conditionals() -> None:
     found = _kinds()
     assert found["reserved_sbatch_option"] == {PROBLEM}  # self._problem("reserved_sbatch_option", ...) in a method
-    assert found["over_limit"] == {PROBLEM}  # Problem(code=OVER_LIMIT), a module constant
+    # Problem(code=OVER_LIMIT), a module constant; the contracts' record and axis caps raise it as a validation error
+    assert found["over_limit"] == {PROBLEM, VALIDATION}
     assert {"unsquashfs_failed", "unsquashfs_timed_out"} <= found.keys()  # code="a" if timed_out else "b"
     assert found["cluster_gpus"] == {PROBLEM}  # DYNAMIC
     assert found["default_model_configs"] == {WARNING}  # a config finding every caller reports with error=False

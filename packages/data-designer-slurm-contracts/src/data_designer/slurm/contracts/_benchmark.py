@@ -8,13 +8,33 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, PositiveInt, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, PositiveInt, model_validator
 from pydantic_core import PydanticCustomError
 
-from data_designer.slurm.contracts._run import EngineArgValue
+from data_designer.slurm.contracts._limits import MAX_AXIS_VALUES
+from data_designer.slurm.contracts._run import EngineArgValue, RecordCount
 from data_designer.slurm.contracts._types import FROZEN, AbsolutePath, Name, PrintableText
 
 BENCHMARK_SCHEMA_VERSION = 1
+
+
+def _axis_values_within_cap(value: Any) -> Any:
+    """Refuse an axis of more than ``MAX_AXIS_VALUES`` values (``over_limit``) before its values are validated."""
+    if isinstance(value, list | tuple) and len(value) > MAX_AXIS_VALUES:
+        raise PydanticCustomError(
+            "over_limit",
+            "the axis has {count} values, above the limit of {cap}",
+            {
+                "count": f"{len(value):,}",
+                "cap": f"{MAX_AXIS_VALUES:,}",
+                "hint": f"sweep at most {MAX_AXIS_VALUES:,} values per axis, or split the sweep into several "
+                "benchmarks",
+            },
+        )
+    return value
+
+
+_CappedAxis = BeforeValidator(_axis_values_within_cap)
 
 
 class BaseRun(BaseModel):
@@ -38,21 +58,21 @@ class ConcurrencyAxis(BaseModel):
     model_config = FROZEN
     axis: Literal["concurrency"]
     alias: Name
-    values: tuple[PositiveInt, ...] = Field(strict=False, min_length=1)
+    values: Annotated[tuple[PositiveInt, ...], _CappedAxis] = Field(strict=False, min_length=1)
 
 
 class TensorParallelAxis(BaseModel):
     model_config = FROZEN
     axis: Literal["tensor_parallel"]
     alias: Name
-    values: tuple[PositiveInt, ...] = Field(strict=False, min_length=1)
+    values: Annotated[tuple[PositiveInt, ...], _CappedAxis] = Field(strict=False, min_length=1)
 
 
 class ReplicasAxis(BaseModel):
     model_config = FROZEN
     axis: Literal["replicas"]
     alias: Name
-    values: tuple[PositiveInt, ...] = Field(strict=False, min_length=1)
+    values: Annotated[tuple[PositiveInt, ...], _CappedAxis] = Field(strict=False, min_length=1)
 
 
 class NodesAxis(BaseModel):
@@ -61,7 +81,7 @@ class NodesAxis(BaseModel):
     model_config = FROZEN
     axis: Literal["nodes"]
     alias: Name
-    values: tuple[PositiveInt, ...] = Field(strict=False, min_length=1)
+    values: Annotated[tuple[PositiveInt, ...], _CappedAxis] = Field(strict=False, min_length=1)
 
 
 class EngineArgAxis(BaseModel):
@@ -69,21 +89,21 @@ class EngineArgAxis(BaseModel):
     axis: Literal["engine_arg"]
     alias: Name
     arg: PrintableText = Field(description="Flag without leading dashes, e.g. max-num-seqs.")
-    values: tuple[EngineArgValue, ...] = Field(strict=False, min_length=1)
+    values: Annotated[tuple[EngineArgValue, ...], _CappedAxis] = Field(strict=False, min_length=1)
 
 
 class ModelAxis(BaseModel):
     model_config = FROZEN
     axis: Literal["model"]
     alias: Name
-    values: tuple[PrintableText, ...] = Field(strict=False, min_length=1)
+    values: Annotated[tuple[PrintableText, ...], _CappedAxis] = Field(strict=False, min_length=1)
 
 
 class ImageAxis(BaseModel):
     model_config = FROZEN
     axis: Literal["image"]
     alias: Name | None = Field(default=None, description="The deployment whose image varies; none = the client's.")
-    values: tuple[PrintableText, ...] = Field(strict=False, min_length=1)
+    values: Annotated[tuple[PrintableText, ...], _CappedAxis] = Field(strict=False, min_length=1)
 
 
 Axis = Annotated[
@@ -97,7 +117,7 @@ class FixedRecords(BaseModel):
 
     model_config = FROZEN
     policy: Literal["fixed"]
-    records: PositiveInt
+    records: RecordCount
 
 
 class ScaledRecords(BaseModel):
@@ -107,7 +127,7 @@ class ScaledRecords(BaseModel):
     policy: Literal["scaled"]
     per_concurrency: PositiveInt
     min_records: PositiveInt
-    max_records: PositiveInt
+    max_records: RecordCount
 
     @model_validator(mode="after")
     def _bounds(self) -> ScaledRecords:

@@ -53,6 +53,26 @@ MAX_INPUT_FILE_BYTES = 4 * 2**20
 """Size of an authored file: profile, run file, benchmark file, Data Designer config (YAML or JSON). Hand- or
 builder-written files are kilobytes; parsing runs at about 1 s per MiB, so the cap bounds it to a few seconds."""
 
+MAX_DOCUMENT_NODES = 100_000
+"""Nodes of one authored file: every scalar, list, mapping, mapping key and list item counts one (``{a: [1, 2]}``
+is five). Counted while the file is composed and refused at the first node past the cap, before any of it is
+validated: under the size cap a dense file (``[1,1,1,...]``, 250,000 keys, an axis of 400,000 values) would
+otherwise hold a million nodes and take close to a minute and a gigabyte to read. Real files hold hundreds to a few
+thousand nodes; a benchmark axis at its longest (``MAX_AXIS_VALUES``) is 5,000."""
+
+MAX_REPORTED_PROBLEMS = 50
+"""Problems reported for one file: the first 50 in file order, then one saying how many more there are (each
+problem costs a message, a hint and its redaction; a file with thousands of them is fixed 50 at a time)."""
+
+MAX_AXIS_VALUES = MAX_BENCHMARK_CHILDREN
+"""Values of one benchmark axis: an axis longer than the children cap could never expand, so the contract refuses
+it while reading, before the children are counted."""
+
+MAX_RECORDS = 10**12
+"""Records of one run (``records``) or of each benchmark child (``records.records``, ``records.max_records``).
+Every record has a global index in the ``_dd_index`` column (int64, up to ``2**63 - 1``); a trillion records is
+far beyond any real dataset and keeps every index, and every sum of records, well inside it."""
+
 MAX_SEED_FILE_BYTES = 2**30
 """Size of one seed dataset file snapshotted into a run directory (it is read whole to be copied and digested).
 A larger seed dataset is split into several files named by a directory or a glob."""

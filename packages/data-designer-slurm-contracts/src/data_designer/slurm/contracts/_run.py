@@ -19,12 +19,33 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, Field, NonNegativeInt, PositiveInt, model_validator
 from pydantic_core import PydanticCustomError
 
+from data_designer.slurm.contracts._limits import MAX_RECORDS
+from data_designer.slurm.contracts._redact import excerpt
 from data_designer.slurm.contracts._sbatch_option import SbatchOption
 from data_designer.slurm.contracts._time_limit import TimeLimit
 from data_designer.slurm.contracts._types import FROZEN, AbsolutePath, EnvVarName, Name, PrintableText, printable
 from data_designer.slurm.contracts._urls import HttpEndpoint, UrlPath
 
 RUN_SCHEMA_VERSION = 1
+
+
+def _records_within_cap(value: int) -> int:
+    """``value`` when at most ``MAX_RECORDS``; else an ``over_limit`` error (the ``_dd_index`` column is int64)."""
+    if value > MAX_RECORDS:
+        raise PydanticCustomError(
+            "over_limit",
+            "{value} records is above the limit of {cap} (every record's index must fit the int64 _dd_index column)",
+            {
+                "value": excerpt(f"{value:,}", 40),
+                "cap": f"{MAX_RECORDS:,}",
+                "hint": f"use at most {MAX_RECORDS:,} records; split larger datasets into several runs",
+            },
+        )
+    return value
+
+
+RecordCount = Annotated[PositiveInt, AfterValidator(_records_within_cap)]
+"""A number of records: positive and at most ``MAX_RECORDS`` (so every ``_dd_index`` fits int64)."""
 
 COMMAND_PLACEHOLDERS = ("host", "port", "model", "gpus", "served_name", "api_key_env")
 """Placeholders an argv template may use, written ``{host}``; ``{{`` and ``}}`` are literal braces."""
@@ -172,7 +193,7 @@ class RunSpec(BaseModel):
     schema_version: Literal[1]
     name: Name
     data_designer: DataDesignerSource
-    records: PositiveInt
+    records: RecordCount
     sharding: Sharding
     seed: NonNegativeInt = Field(default=0, description="Run seed; each shard derives its own sampler seed from it.")
     deployments: dict[Name, Deployment] = Field(default_factory=dict, description="Served model aliases.")

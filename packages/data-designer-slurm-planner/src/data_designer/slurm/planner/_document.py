@@ -4,6 +4,11 @@ YAML is read with YAML 1.2-like scalar rules (``yes``/``no``/``on``/``off`` stay
 ``01:30:00`` is a string, not a sexagesimal integer, timestamps stay strings) so that what the
 user wrote is what the contracts see. JSON is parsed by the standard library (duplicates
 rejected) and mapped to lines through the YAML composer, since JSON is valid YAML flow syntax.
+
+A document holds at most ``MAX_DOCUMENT_NODES`` nodes (every scalar, list, mapping, key and item counts one):
+YAML stops composing at the first node past the cap, JSON is counted after the standard library read it and before
+it is composed again, so a dense file under the size cap (a million list items, 250,000 keys) is refused in about
+the time the cap's worth of nodes takes to read, never composed or validated whole.
 """
 
 from __future__ import annotations
@@ -17,13 +22,47 @@ from typing import Any, Literal
 
 import yaml
 
-from data_designer.slurm.contracts import KeyPath, Problem, excerpt
+from data_designer.slurm.contracts import MAX_DOCUMENT_NODES, KeyPath, Problem, excerpt
 
 DocumentFormat = Literal["yaml", "json"]
 
 
+class _TooManyNodes(Exception):
+    """Raised by the composer at the first node past its cap: where it was and the collection that held it."""
+
+    def __init__(self, line: int | None, container: KeyPath) -> None:
+        super().__init__(line, container)
+        self.line = line
+        self.container = container
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 core scalar resolution."""
+    """SafeLoader with YAML 1.2 core scalar resolution, counting the nodes it composes (at most ``max_nodes``)."""
+
+    def __init__(self, stream: str, max_nodes: int = MAX_DOCUMENT_NODES) -> None:
+        super().__init__(stream)
+        self.max_nodes = max_nodes
+        self.nodes = 0
+        self._keys: list[object] = []
+        """The keys (or item indices) from the root to the node being composed (the root's is None)."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self.nodes += 1
+        if self.nodes > self.max_nodes:
+            try:
+                line: int | None = self.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
+            except yaml.YAMLError:
+                line = None
+            raise _TooManyNodes(line, tuple(_key(key) for key in self._keys[1:]))
+        # 'index' is the key node of a mapping's value, the position of a list's item, None for a key itself.
+        self._keys.append(index.value if isinstance(index, yaml.ScalarNode) else index)
+        node = super().compose_node(parent, index)
+        self._keys.pop()
+        return node
+
+
+def _key(key: object) -> str | int:
+    return key if isinstance(key, str | int) else "?"  # '?': a complex key (a mapping or list used as a key)
 
 
 _StrictLoader.yaml_implicit_resolvers = {}
@@ -69,6 +108,8 @@ class Document:
     data: Any
     lines: Mapping[KeyPath, int] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
+    nodes: int = 0
+    """Nodes read: every scalar, list, mapping, key and item (``MAX_DOCUMENT_NODES + 1`` when refused for them)."""
 
     def line_of(self, path: KeyPath, *, root: bool = True) -> int | None:
         """The line of ``path``, or of its nearest ancestor that has one (the document's root only with ``root``)."""
@@ -103,10 +144,13 @@ def detect_format(file: str, text: str) -> DocumentFormat:
     return "json" if text.lstrip().startswith("{") else "yaml"
 
 
-def parse_document(text: str, *, file: str, fmt: DocumentFormat | None = None) -> Document:
-    """Parse ``text`` strictly; syntax errors and duplicate keys become problems, never exceptions."""
+def parse_document(
+    text: str, *, file: str, fmt: DocumentFormat | None = None, max_nodes: int = MAX_DOCUMENT_NODES
+) -> Document:
+    """Parse ``text`` strictly; syntax errors, duplicate keys and more than ``max_nodes`` nodes become problems,
+    never exceptions."""
     fmt = fmt or detect_format(file, text)
-    document = _parse_json(text, file) if fmt == "json" else _parse_yaml(text, file)
+    document = _parse_json(text, file, max_nodes) if fmt == "json" else _parse_yaml(text, file, max_nodes)
     surrogates = list(_surrogates(document, document.data, ()))
     if surrogates:
         document = replace(document, data=None, problems=(*document.problems, *surrogates))
@@ -139,17 +183,72 @@ def _surrogate_problem(document: Document, path: KeyPath) -> Problem:
     )
 
 
-def _parse_yaml(text: str, file: str) -> Document:
+def _too_many_nodes(file: str, max_nodes: int, line: int | None, container: KeyPath) -> Problem:
+    where = "the top-level mapping or list" if not container else "this list or mapping"
+    return Problem(
+        code="over_limit",
+        message=f"the file holds more than {max_nodes:,} values (keys, list items and scalars count one each), "
+        f"above the limit of {max_nodes:,}; reading stopped in {where}",
+        file=file,
+        line=line,
+        key_path=container or None,
+        hint="shorten the longest lists and mappings: no real run, benchmark, profile or Data Designer config comes "
+        "near the limit (a benchmark axis takes at most 5,000 values)",
+    )
+
+
+def _compose(text: str, max_nodes: int) -> tuple[yaml.Node | None, int]:
+    """The node tree of ``text`` and its number of nodes; :class:`_TooManyNodes` past ``max_nodes``."""
+    loader = _StrictLoader(text, max_nodes)
     try:
-        node = yaml.compose(text, Loader=_StrictLoader)
+        return loader.get_single_node(), loader.nodes
+    finally:
+        loader.dispose()
+
+
+def _parse_yaml(text: str, file: str, max_nodes: int) -> Document:
+    try:
+        node, nodes = _compose(text, max_nodes)
         builder = _Builder(file)
         data = builder.build(node, ()) if node is not None else None
+    except _TooManyNodes as over:
+        problem = _too_many_nodes(file, max_nodes, over.line, over.container)
+        return Document(file=file, data=None, problems=(problem,), nodes=max_nodes + 1)
     except (yaml.YAMLError, RecursionError) as exc:
         return Document(file=file, data=None, problems=(_syntax_problem(exc, file, text),))
-    return Document(file=file, data=data, lines=builder.lines, problems=tuple(builder.problems))
+    return Document(file=file, data=data, lines=builder.lines, problems=tuple(builder.problems), nodes=nodes)
 
 
-def _parse_json(text: str, file: str) -> Document:
+def _count_nodes(data: Any, max_nodes: int) -> tuple[int, KeyPath | None]:
+    """The nodes of parsed JSON counted as the YAML composer counts them (a key and its value are two), in file
+    order; stops at the first node past ``max_nodes`` and names the collection holding it (else None)."""
+    count = 1
+    keys: list[str | int] = []
+    stack: list[Iterator[tuple[str | int, Any]]] = [_children(data)]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+            if stack:  # a nested collection ended: its key leaves the path
+                keys.pop()
+            continue
+        key, value = item
+        count += 2 if isinstance(key, str) else 1
+        if count > max_nodes:
+            return max_nodes + 1, tuple(keys)
+        if isinstance(value, dict | list) and value:
+            keys.append(key)
+            stack.append(_children(value))
+    return count, None
+
+
+def _children(value: Any) -> Iterator[tuple[str | int, Any]]:
+    if isinstance(value, dict):
+        return iter(value.items())
+    return enumerate(value) if isinstance(value, list) else iter(())
+
+
+def _parse_json(text: str, file: str, max_nodes: int) -> Document:
     duplicates: list[str] = []
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -180,13 +279,16 @@ def _parse_json(text: str, file: str) -> Document:
                 ),
             ),
         )
+    nodes, over = _count_nodes(data, max_nodes)
+    if over is not None:
+        return Document(file=file, data=None, problems=(_too_many_nodes(file, max_nodes, None, over),), nodes=nodes)
     # JSON is YAML flow syntax: compose it again to learn lines and the exact duplicate paths.
     builder = _Builder(file)
     try:
-        node = yaml.compose(text, Loader=_StrictLoader)
+        node, _ = _compose(text, max_nodes)
         if node is not None:
             builder.build(node, ())
-    except (yaml.YAMLError, RecursionError):
+    except (yaml.YAMLError, RecursionError, _TooManyNodes):
         builder = _Builder(file)
     problems = list(builder.problems)
     if duplicates and not problems:
@@ -194,7 +296,7 @@ def _parse_json(text: str, file: str) -> Document:
             Problem(code="duplicate_key", message=f"duplicate key {excerpt(key)}", file=file, hint="keep only one")
             for key in duplicates
         ]
-    return Document(file=file, data=data, lines=builder.lines, problems=tuple(problems))
+    return Document(file=file, data=data, lines=builder.lines, problems=tuple(problems), nodes=nodes)
 
 
 def _describe(character: object) -> str:

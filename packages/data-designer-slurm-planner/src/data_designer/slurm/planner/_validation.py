@@ -8,7 +8,15 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from data_designer.slurm.contracts import InvalidInputError, KeyPath, Problem, excerpt, format_key_path, hint_of
+from data_designer.slurm.contracts import (
+    MAX_REPORTED_PROBLEMS,
+    InvalidInputError,
+    KeyPath,
+    Problem,
+    excerpt,
+    format_key_path,
+    hint_of,
+)
 from data_designer.slurm.planner._document import Document
 from data_designer.slurm.planner._secrets import find_secret_literals
 
@@ -33,8 +41,9 @@ _TYPE_HINTS = {
 }
 
 
-_KEY_ONLY_CODES = frozenset({"unknown_key", "missing_key"})
-"""Problems whose messages name only a key, so they are reported even where a secret literal is."""
+_KEY_ONLY_TYPES = frozenset({"extra_forbidden", "missing"})
+"""Validation errors whose problems (``unknown_key``, ``missing_key``) name only a key, so they are reported even
+where a secret literal is."""
 _KINDS = {"RunSpec": "run file", "BenchmarkSpec": "benchmark file", "Profile": "cluster profile"}
 
 
@@ -49,10 +58,13 @@ def validate_document(model: type[ModelT], document: Document, *, operation: str
     Messages show values only through :func:`~data_designer.slurm.contracts.excerpt`; a file that is not a
     mapping is named with its kind, never echoed; at a key path holding a secret literal only the secret problem
     and problems naming just the key (unknown or missing) are reported, so no other message can show the value.
+    At most ``MAX_REPORTED_PROBLEMS`` are reported, in file order, then one saying how many more there are; the
+    validation errors past those are counted, never turned into problems.
     """
     problems = list(document.problems)
     secrets = find_secret_literals(document)
     problems.extend(secrets)
+    unbuilt = 0
     result: ModelT | None = None
     if document.data is None and not document.problems:
         problems.append(
@@ -73,15 +85,42 @@ def validate_document(model: type[ModelT], document: Document, *, operation: str
             result = model.model_validate(document.data)
         except ValidationError as exc:
             hidden = {p.key_path for p in secrets}
-            problems.extend(
-                p
-                for p in problems_from_validation(exc, document, model)
-                if p.code in _KEY_ONLY_CODES or not _under(p.key_path, hidden)
-            )
+            shown = [
+                (path, errors)
+                for path, errors in sorted(_errors_by_path(exc, document).items(), key=lambda i: _order(document, i[0]))
+                if errors[0]["type"] in _KEY_ONLY_TYPES or not _under(path, hidden)
+            ]
+            # Only the first MAX_REPORTED_PROBLEMS in file order can be reported: build those, count the rest.
+            unbuilt = max(0, len(shown) - MAX_REPORTED_PROBLEMS)
+            problems.extend(_problem(path, errors, document, model) for path, errors in shown[:MAX_REPORTED_PROBLEMS])
     if problems or result is None:
         ordered = sorted(_dedupe(problems), key=lambda p: (p.line or 0, format_key_path(p.key_path or ())))
-        raise InvalidInputError.from_problems(ordered, operation=operation, file=document.file)
+        raise InvalidInputError.from_problems(
+            capped_problems(ordered, unbuilt, file=document.file), operation=operation, file=document.file
+        )
     return result
+
+
+def capped_problems(problems: list[Problem], unbuilt: int = 0, *, file: str | None = None) -> list[Problem]:
+    """The first ``MAX_REPORTED_PROBLEMS`` of ``problems`` and, when there are more (or ``unbuilt`` more were only
+    counted), one ``over_limit`` problem saying how many more there are."""
+    more = len(problems) - MAX_REPORTED_PROBLEMS + unbuilt
+    if more <= 0:
+        return problems
+    return [
+        *problems[:MAX_REPORTED_PROBLEMS],
+        Problem(
+            code="over_limit",
+            message=f"and {more:,} more problems: at most {MAX_REPORTED_PROBLEMS} are reported for one file",
+            file=file,
+            hint="fix the problems above and check the file again",
+        ),
+    ]
+
+
+def _order(document: Document, path: KeyPath) -> tuple[int, str]:
+    """Where the problem :func:`_problem` makes at ``path`` sorts among a file's problems (line, then key path)."""
+    return document.line_of(path) or 0, format_key_path(path)
 
 
 def _article(data: object) -> str:
@@ -98,15 +137,17 @@ def _under(key_path: KeyPath | None, hidden: set[KeyPath | None]) -> bool:
 
 def problems_from_validation(exc: ValidationError, document: Document, model: type[BaseModel]) -> list[Problem]:
     """One problem per offending key path; alternatives of a union are merged into one message."""
+    return [_problem(path, errors, document, model) for path, errors in _errors_by_path(exc, document).items()]
+
+
+def _errors_by_path(exc: ValidationError, document: Document) -> dict[KeyPath, list[dict[str, Any]]]:
+    """The validation errors grouped by the key path of the data they are about (tags of unions resolved)."""
     by_path: dict[KeyPath, list[dict[str, Any]]] = {}
     for raw in exc.errors(include_url=False):
         error = _tag_error(dict(raw))
         path = _data_path(document.data, tuple(error["loc"]), error["type"])
         by_path.setdefault(path, []).append(error)
-    problems = []
-    for path, errors in by_path.items():
-        problems.append(_problem(path, errors, document, model))
-    return problems
+    return by_path
 
 
 def _tag_error(error: dict[str, Any]) -> dict[str, Any]:
