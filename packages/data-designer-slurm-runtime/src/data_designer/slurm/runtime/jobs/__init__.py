@@ -8,6 +8,7 @@ from data_designer.slurm.runtime.jobs._cpu_job import (
     cpu_job_runner,
     cpu_job_unit,
     submit_cpu_job,
+    submitting_runner,
 )
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "cpu_job_runner",
     "cpu_job_unit",
     "submit_cpu_job",
+    "submitting_runner",
 ]

@@ -25,6 +25,7 @@ from data_designer.slurm.contracts import (
     SubmissionChunk,
     SubmissionUnit,
     SubmittedChunk,
+    WorkspaceSharing,
 )
 from data_designer.slurm.planner import export_option, slurm_path_problems
 from data_designer.slurm.runtime.scheduler import SlurmScheduler, SubprocessRunner
@@ -100,10 +101,16 @@ def submit_cpu_job(
     return scheduler.submit(unit, since=since, environment=environment).chunks[0]
 
 
+def submitting_runner(sharing: WorkspaceSharing, *, env: Mapping[str, str] | None = None) -> SubprocessRunner:
+    """The Slurm commands on PATH, with ``sbatch`` under the umask of a workspace of ``sharing`` (Slurm creates the
+    job's ``slurm-*.out`` with it). The one construction of the runner of every service that submits: ``execute``,
+    ``benchmark run``, ``retry``, the probe, ``merge --as-job``, the image import."""
+    return SubprocessRunner(env=env, umask=modes_for(sharing).umask)
+
+
 def cpu_job_runner(cluster: ClusterProfile, *, env: Mapping[str, str] | None = None) -> SubprocessRunner:
-    """The Slurm commands on PATH, with ``sbatch`` under the workspace's umask (Slurm creates the job's output files
-    with it)."""
-    return SubprocessRunner(env=env, umask=modes_for(cluster.workspace_sharing).umask)
+    """:func:`submitting_runner` for ``cluster``'s workspace."""
+    return submitting_runner(cluster.workspace_sharing, env=env)
 
 
 def compute_launcher(cluster: ClusterProfile) -> tuple[str, ...] | None:

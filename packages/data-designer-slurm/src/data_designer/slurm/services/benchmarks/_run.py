@@ -149,7 +149,7 @@ def run_benchmark(
     inputs = read_benchmark_inputs(bench_path, operation=_OPERATION)
     profile_path, cluster_name, cluster_profile = ctx.selected
     modes = modes_for(cluster_profile.workspace_sharing)
-    counting = CountingRunner(ctx.submitting_runner(modes.umask))
+    counting = CountingRunner(ctx.submitting_runner(cluster_profile.workspace_sharing))
     scheduler = SlurmScheduler(counting, clock=clock)
     submitting = ctx.submitting_environment
 

@@ -18,7 +18,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 
-from data_designer.slurm.contracts import ClusterProfile, RunStatus
+from data_designer.slurm.contracts import ClusterProfile, RunStatus, WorkspaceSharing
+from data_designer.slurm.runtime.jobs import submitting_runner
 from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubprocessRunner
 from data_designer.slurm.runtime.status import Rules, RunObservation, classify
 from data_designer.slurm.runtime.store import Clock, RunSnapshot, system_clock
@@ -68,10 +69,10 @@ class ServiceContext:
         """The injected runner, else the Slurm commands on PATH in ``environ`` (made on first use)."""
         return self.given_runner if self.given_runner is not None else SubprocessRunner(env=self.environ)
 
-    def submitting_runner(self, umask: int) -> CommandRunner:
-        """The runner for ``sbatch``: the injected one, else one that hands the workspace's ``umask`` to the job
-        (Slurm creates ``slurm-*.out`` with it)."""
-        return self.given_runner if self.given_runner is not None else SubprocessRunner(env=self.environ, umask=umask)
+    def submitting_runner(self, sharing: WorkspaceSharing) -> CommandRunner:
+        """The runner for ``sbatch``: the injected one, else ``runtime.jobs.submitting_runner``, which hands the umask
+        of a workspace of ``sharing`` to the job (Slurm creates ``slurm-*.out`` with it)."""
+        return self.given_runner if self.given_runner is not None else submitting_runner(sharing, env=self.environ)
 
     @cached_property
     def selected(self) -> SelectedCluster:

@@ -30,8 +30,9 @@ from data_designer.slurm.planner import (
     validate_document,
 )
 from data_designer.slurm.runtime.facts import read_facts, save_facts
+from data_designer.slurm.runtime.jobs import cpu_job_runner
 from data_designer.slurm.runtime.probe import DEFAULT_PROBE_TIMEOUT_S, probe_cluster
-from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler, SubprocessRunner
+from data_designer.slurm.runtime.scheduler import CommandRunner, SlurmScheduler
 from data_designer.slurm.runtime.store import modes_for, read_text, system_clock, write_text_atomic
 
 _INIT_OPTIONS = {
@@ -113,7 +114,8 @@ def validate_profile(
     selected, selected_profile = select_cluster(loaded, cluster, file=str(path))
     report: ProbeReport | None = None
     if probe:
-        runner = runner if runner is not None else SubprocessRunner(env=environ)
+        # the probe job's slurm-*.out under the workspace's umask, as execute's
+        runner = runner if runner is not None else cpu_job_runner(selected_profile, env=environ)
         report = probe_cluster(
             selected,
             selected_profile,

@@ -118,7 +118,7 @@ def execute_run(
     """
     ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock)
     profile_path, cluster_name, cluster_profile = ctx.selected
-    scheduler = SlurmScheduler(ctx.submitting_runner(modes_for(cluster_profile.workspace_sharing).umask), clock=clock)
+    scheduler = SlurmScheduler(ctx.submitting_runner(cluster_profile.workspace_sharing), clock=clock)
     submitting = ctx.submitting_environment
     if run_id is not None:
         return _resume(RunId.parse(run_id), cluster_profile, scheduler, clock, submitting)

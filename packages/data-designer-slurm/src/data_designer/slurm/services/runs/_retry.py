@@ -56,6 +56,7 @@ from data_designer.slurm.runtime.store import (
     RunLayout,
     RunSnapshot,
     claim_retry_resume,
+    modes_of_directory,
     read_run,
     record_submission,
     requester_from_environment,
@@ -111,7 +112,8 @@ def retry_run(
     """
     ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
     layout = layout_of(run, ctx)
-    counting = CountingRunner(ctx.runner)
+    # sbatch under the umask of the run's workspace (its directory is setgid when group-shared), as execute's
+    counting = CountingRunner(ctx.submitting_runner(modes_of_directory(layout.run_dir).sharing))
     scheduler = SlurmScheduler(counting, clock=clock, sleep=sleep, concurrent=counting.concurrent)
     submitting = ctx.submitting_environment
     rules = ctx.rules
