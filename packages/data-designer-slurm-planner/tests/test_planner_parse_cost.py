@@ -143,6 +143,7 @@ def test_thousands_of_unknown_keys_report_the_first_problems_and_a_count_of_the_
     assert more.file == "/inputs/keys.json"
     assert f"{count - MAX_REPORTED_PROBLEMS:,} more" in more.message
     assert more.hint
+    assert caught.value.info.message.startswith(f"{count} problems in /inputs/keys.json; first: ")
 
 
 def test_a_few_problems_are_all_reported() -> None:

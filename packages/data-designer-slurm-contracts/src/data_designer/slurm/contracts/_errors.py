@@ -220,10 +220,11 @@ class InvalidInputError(SlurmExtensionError):
 
     @classmethod
     def from_problems(
-        cls, problems: list[Problem], *, operation: str = "", file: str | None = None
+        cls, problems: list[Problem], *, operation: str = "", file: str | None = None, total: int | None = None
     ) -> InvalidInputError:
+        """One error for ``problems``; ``total``: how many there were when only some are listed (a capped list)."""
         first = problems[0]
-        count = len(problems)
+        count = len(problems) if total is None else max(total, len(problems))
         summary = (
             first.render() if count == 1 else f"{count} problems in {file or 'the input'}; first: {first.render()}"
         )

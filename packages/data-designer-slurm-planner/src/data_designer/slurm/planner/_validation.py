@@ -96,7 +96,10 @@ def validate_document(model: type[ModelT], document: Document, *, operation: str
     if problems or result is None:
         ordered = sorted(_dedupe(problems), key=lambda p: (p.line or 0, format_key_path(p.key_path or ())))
         raise InvalidInputError.from_problems(
-            capped_problems(ordered, unbuilt, file=document.file), operation=operation, file=document.file
+            capped_problems(ordered, unbuilt, file=document.file),
+            operation=operation,
+            file=document.file,
+            total=len(ordered) + unbuilt,
         )
     return result
 
