@@ -259,7 +259,7 @@ def test_merge_output_in_an_unwritable_directory_is_exit_2(
 def race(run: Run, output: Path, options: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Merge with each of ``options`` at once to one new ``output``, every merge held at its publish until all got
     there (each has checked that ``output`` is absent and written its files): the race made certain."""
-    from data_designer.slurm.runtime.store._merges import MergeStage
+    from data_designer.slurm.runtime.store import MergeStage
 
     barrier = threading.Barrier(len(options), timeout=60)
     publish = MergeStage.publish

@@ -13,16 +13,15 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import data_designer.slurm.runtime.jobs._cpu_job as cpu_job
 from data_designer.slurm.contracts import ProbeFailedError, WorkspaceSharing
 from data_designer.slurm.planner import ProfileTemplate, modes_for, render_profile
-from data_designer.slurm.runtime.scheduler import CommandResult, CommandRunner
+from data_designer.slurm.runtime.scheduler import CommandResult, CommandRunner, SubprocessRunner
 from data_designer.slurm.runtime.testing import FakeSlurm, outcome_cycle, register_run_jobs, write_run_directory
 from data_designer.slurm.services import retry_run, validate_profile
 
@@ -30,15 +29,20 @@ SHARINGS: tuple[WorkspaceSharing, ...] = ("private", "group")
 
 
 class Recorder:
-    """Stands in for ``SubprocessRunner``: records the umask of every runner built and returns ``runner``."""
+    """Stands in for every ``SubprocessRunner``'s ``run``: records the umask each ``sbatch`` would run under and
+    hands the call to ``runner`` (the fake)."""
 
-    def __init__(self, runner: CommandRunner) -> None:
+    def __init__(self, runner: CommandRunner, monkeypatch: pytest.MonkeyPatch) -> None:
         self.runner = runner
         self.umasks: list[int | None] = []
+        recorder = self
 
-    def __call__(self, *, env: Mapping[str, str] | None = None, umask: int | None = None, **_: Any) -> CommandRunner:
-        self.umasks.append(umask)
-        return self.runner
+        def run(self: SubprocessRunner, argv: Any, **kwargs: Any) -> CommandResult:
+            if argv and argv[0] == "sbatch":
+                recorder.umasks.append(self.umask)
+            return recorder.runner.run(argv, **kwargs)
+
+        monkeypatch.setattr(SubprocessRunner, "run", run)
 
 
 @pytest.fixture(autouse=True)
@@ -77,14 +81,14 @@ def test_retry_submits_with_the_workspace_umask(
     register_run_jobs(fake, layout, outcome=pick)
     if sharing == "group":
         layout.run_dir.chmod(0o2770)  # what execute makes in a group-shared workspace
-    recorder = Recorder(fake)
-    monkeypatch.setattr(cpu_job, "SubprocessRunner", recorder)
+    recorder = Recorder(fake, monkeypatch)
 
     result = retry_run(str(layout.run_dir), clock=fake.clock, environ={})
 
     assert [shard.shard for shard in result.shards] == [1]
     assert any(argv[0] == "sbatch" for argv in fake.calls)
-    assert recorder.umasks == [modes_for(sharing).umask]
+    assert recorder.umasks
+    assert set(recorder.umasks) == {modes_for(sharing).umask}
 
 
 @pytest.mark.parametrize("sharing", SHARINGS)
@@ -100,11 +104,11 @@ def test_the_probe_job_is_submitted_with_the_workspace_umask(
     assert f'workspace_sharing: "{sharing}"' in text
     profile = tmp_path / "profile.yaml"
     profile.write_text(text, encoding="utf-8")
-    recorder = Recorder(ComputeNode(fake))
-    monkeypatch.setattr(cpu_job, "SubprocessRunner", recorder)
+    recorder = Recorder(ComputeNode(fake), monkeypatch)
 
     # a group workspace that is not setgid fails a check; the submission is what is asserted
     with contextlib.suppress(ProbeFailedError):
         validate_profile(profile, probe=True, clock=fake.clock, sleep=fake.sleep, probe_id="20260101T000000Z-test")
     assert any(argv[0] == "sbatch" for argv in fake.calls)
-    assert recorder.umasks == [modes_for(sharing).umask]
+    assert recorder.umasks
+    assert set(recorder.umasks) == {modes_for(sharing).umask}

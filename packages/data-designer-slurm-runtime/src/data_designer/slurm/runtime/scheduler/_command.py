@@ -134,6 +134,11 @@ class SubprocessRunner:
     def environment(self) -> Mapping[str, str]:
         return dict(self._env)
 
+    @property
+    def umask(self) -> int | None:
+        """The umask every command runs under (``sbatch`` hands it to the job), or None for the caller's."""
+        return None if self._umask < 0 else self._umask
+
     def run(
         self,
         argv: Sequence[str],
