@@ -2,42 +2,102 @@
 
 The services live in rooms by capability (``profiles``, ``plans``, ``runs``, ``collect``, ``benchmarks``, ``images``,
 and ``context``, what every call stands on); this face re-exports each room's operations.
+
+Importing this face is cheap: each name is imported from its room on first use (PEP 562), so ``merge`` does not pay
+for the benchmark analysis, nor ``status`` for the images.
 """
 
-from data_designer.slurm.contracts import ProbeFailedError
-from data_designer.slurm.planner import ProfileTemplate
-from data_designer.slurm.services.benchmarks import (
-    analyze_benchmark,
-    benchmark_status,
-    find_benchmark,
-    list_benchmarks,
-    run_benchmark,
-)
-from data_designer.slurm.services.collect import load_dataset, merge_run
-from data_designer.slurm.services.images import add_image, image_info, list_images, remove_image
-from data_designer.slurm.services.plans import plan_benchmark, plan_run
-from data_designer.slurm.services.profiles import (
-    default_profile_path,
-    init_profile,
-    load_profile_file,
-    resolve_profile_path,
-    select_cluster,
-    validate_profile,
-)
-from data_designer.slurm.services.runs import (
-    cancel_run,
-    execute_run,
-    follow_logs,
-    is_finished,
-    is_unavailable,
-    list_runs,
-    locate_run,
-    remove_run,
-    retry_run,
-    run_logs,
-    run_status,
-    wait_run,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from data_designer.slurm.contracts import ProbeFailedError
+    from data_designer.slurm.planner import ProfileTemplate
+    from data_designer.slurm.services.benchmarks import (
+        analyze_benchmark,
+        benchmark_status,
+        find_benchmark,
+        list_benchmarks,
+        run_benchmark,
+    )
+    from data_designer.slurm.services.collect import load_dataset, merge_run
+    from data_designer.slurm.services.images import add_image, image_info, list_images, remove_image
+    from data_designer.slurm.services.plans import plan_benchmark, plan_run
+    from data_designer.slurm.services.profiles import (
+        default_profile_path,
+        init_profile,
+        load_profile_file,
+        resolve_profile_path,
+        select_cluster,
+        validate_profile,
+    )
+    from data_designer.slurm.services.runs import (
+        cancel_run,
+        execute_run,
+        follow_logs,
+        is_finished,
+        is_unavailable,
+        list_runs,
+        locate_run,
+        remove_run,
+        retry_run,
+        run_logs,
+        run_status,
+        wait_run,
+    )
+
+_ROOMS: dict[str, str] = {
+    "ProbeFailedError": "data_designer.slurm.contracts",
+    "ProfileTemplate": "data_designer.slurm.planner",
+    "analyze_benchmark": "data_designer.slurm.services.benchmarks",
+    "benchmark_status": "data_designer.slurm.services.benchmarks",
+    "find_benchmark": "data_designer.slurm.services.benchmarks",
+    "list_benchmarks": "data_designer.slurm.services.benchmarks",
+    "run_benchmark": "data_designer.slurm.services.benchmarks",
+    "load_dataset": "data_designer.slurm.services.collect",
+    "merge_run": "data_designer.slurm.services.collect",
+    "add_image": "data_designer.slurm.services.images",
+    "image_info": "data_designer.slurm.services.images",
+    "list_images": "data_designer.slurm.services.images",
+    "remove_image": "data_designer.slurm.services.images",
+    "plan_benchmark": "data_designer.slurm.services.plans",
+    "plan_run": "data_designer.slurm.services.plans",
+    "default_profile_path": "data_designer.slurm.services.profiles",
+    "init_profile": "data_designer.slurm.services.profiles",
+    "load_profile_file": "data_designer.slurm.services.profiles",
+    "resolve_profile_path": "data_designer.slurm.services.profiles",
+    "select_cluster": "data_designer.slurm.services.profiles",
+    "validate_profile": "data_designer.slurm.services.profiles",
+    "cancel_run": "data_designer.slurm.services.runs",
+    "execute_run": "data_designer.slurm.services.runs",
+    "follow_logs": "data_designer.slurm.services.runs",
+    "is_finished": "data_designer.slurm.services.runs",
+    "is_unavailable": "data_designer.slurm.services.runs",
+    "list_runs": "data_designer.slurm.services.runs",
+    "locate_run": "data_designer.slurm.services.runs",
+    "remove_run": "data_designer.slurm.services.runs",
+    "retry_run": "data_designer.slurm.services.runs",
+    "run_logs": "data_designer.slurm.services.runs",
+    "run_status": "data_designer.slurm.services.runs",
+    "wait_run": "data_designer.slurm.services.runs",
+}
+"""Each public name and the module it is imported from."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _ROOMS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "ProbeFailedError",
