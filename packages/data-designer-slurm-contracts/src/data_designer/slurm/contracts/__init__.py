@@ -127,7 +127,15 @@ from data_designer.slurm.contracts._logs import (
     LogStep,
     RunLogs,
 )
-from data_designer.slurm.contracts._merge import DEFAULT_MAX_ROWS_PER_FILE, MergeOutcome, MergeResult
+from data_designer.slurm.contracts._merge import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    DEFAULT_ROW_GROUP_ROWS,
+    MAX_ROW_GROUP_ROWS,
+    MergeLayout,
+    MergeLayoutKind,
+    MergeOutcome,
+    MergeResult,
+)
 from data_designer.slurm.contracts._part_damage import CHEAP_PART_PROBLEMS, PartDamage, PartProblem
 from data_designer.slurm.contracts._plan import (
     PLAN_SCHEMA_VERSION,
@@ -245,6 +253,7 @@ __all__ = [
     "CHILD_OUTCOMES",
     "COMMAND_PLACEHOLDERS",
     "DEFAULT_MAX_ROWS_PER_FILE",
+    "DEFAULT_ROW_GROUP_ROWS",
     "DEFAULT_RUNS_SHOWN",
     "DRY_RUN_ID",
     "ENDPOINT_SCHEMES",
@@ -270,6 +279,7 @@ __all__ = [
     "MAX_REPLICAS",
     "MAX_REPLICAS_PER_DEPLOYMENT",
     "MAX_REPORTED_PROBLEMS",
+    "MAX_ROW_GROUP_ROWS",
     "MAX_SEED_FILE_BYTES",
     "MAX_SHARDS",
     "MAX_TENSOR_PARALLEL",
@@ -369,6 +379,8 @@ __all__ = [
     "LogFollow",
     "LogSelection",
     "LogStep",
+    "MergeLayout",
+    "MergeLayoutKind",
     "MergeOutcome",
     "MergeResult",
     "MergeState",

@@ -100,6 +100,7 @@ _BY_CATEGORY: Final[dict[ErrorCategory, tuple[str, ...]]] = {
         "invalid_image_reference",
         "invalid_index",
         "invalid_input",
+        "invalid_merge_layout",
         "invalid_name",
         "invalid_path_component",
         "invalid_run",

@@ -12,7 +12,7 @@ from data_designer.slurm.cli._profile_commands import ClusterOption, ProfileOpti
 from data_designer.slurm.cli._status_commands import RunArgument
 
 if TYPE_CHECKING:
-    from data_designer.slurm.contracts import MergeResult
+    from data_designer.slurm.contracts import MergeLayout, MergeResult
 
 DEFAULT_MAX_ROWS = 1_000_000
 
@@ -35,6 +35,22 @@ def merge(
     drop_provenance: Annotated[
         bool, typer.Option("--drop-provenance", help="Leave out _dd_index, _dd_run_id, ... (they are still checked).")
     ] = False,
+    compact: Annotated[
+        bool,
+        typer.Option(
+            "--compact",
+            help="Re-encode the rows into row groups of --row-group-rows (for DuckDB, Polars, Spark) instead of "
+            "splicing the parts' row groups as they are.",
+        ),
+    ] = False,
+    row_group_rows: Annotated[
+        int | None,
+        typer.Option(
+            "--row-group-rows",
+            metavar="N",
+            help="With --compact: rows per row group (default 131072; at most 1048576 and --max-rows-per-file).",
+        ),
+    ] = None,
     as_job: Annotated[
         bool,
         typer.Option(
@@ -50,7 +66,8 @@ def merge(
 
     Exit codes: 0 merged (or the same evidence was merged before, or --as-job submitted the job); 6 shards are
     not succeeded (without --allow-partial), a part fails its manifest, or the shards' schemas drift; 4 --output
-    is not empty; 3 no such run; 2 --as-job with an image as the compute Python, or sbatch refused the job.
+    is not empty; 3 no such run; 2 --as-job with an image as the compute Python, sbatch refused the job, or
+    --row-group-rows without --compact, below 1, above 1048576 or above --max-rows-per-file.
     """
     from data_designer.slurm.services import merge_run
 
@@ -62,6 +79,8 @@ def merge(
             allow_partial=allow_partial,
             max_rows_per_file=max_rows_per_file,
             drop_provenance=drop_provenance,
+            compact=compact,
+            row_group_rows=row_group_rows,
             as_job=as_job,
             profile=profile,
             cluster=cluster,
@@ -78,8 +97,8 @@ def render_merge(result: MergeResult) -> str:
     verb = "already merged (same evidence)" if result.outcome == "reused" else "merged"
     size = f"{result.bytes / 1e6:.1f} MB" if result.bytes >= 100_000 else f"{result.bytes} bytes"
     lines = [
-        f"{result.run_id}: {verb}: {result.records}/{result.records_total} records in {result.files} file(s), "
-        f"{size}, in {result.merge_dir}"
+        f"{result.run_id}: {verb}: {result.records}/{result.records_total} records in {result.files} file(s)"
+        f"{_layout(result.layout)}, {size}, in {result.merge_dir}"
     ]
     if result.missing:
         shown = ", ".join(f"{r.start}-{r.stop - 1}" for r in result.missing[:5])
@@ -88,3 +107,13 @@ def render_merge(result: MergeResult) -> str:
         lines.append(f"partial: missing indices {shown}{more} (shard(s) {shards}), recorded in the manifest")
     lines.append(f"manifest: {result.manifest}")
     return "\n".join(lines)
+
+
+def _layout(layout: MergeLayout | None) -> str:
+    """`` (spliced: 32 row group(s) of 5 rows)``, `` (compacted: 3 row group(s) of 32-64 rows, target 64)``."""
+    if layout is None:
+        return ""
+    low, high = layout.min_row_group_rows, layout.max_row_group_rows
+    rows = f"{low:,}" if low == high else f"{low:,}-{high:,}"
+    target = f", target {layout.row_group_rows:,}" if layout.row_group_rows is not None else ""
+    return f" ({layout.kind}: {layout.row_groups:,} row group(s) of {rows} rows{target})"

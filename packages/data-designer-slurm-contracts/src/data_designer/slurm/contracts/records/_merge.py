@@ -4,14 +4,19 @@ A merge writes its Parquet files first (``merge/NNNN/part-<k:05d>.parquet``, eac
 manifest last, so a merge without a valid manifest is one that did not finish and proves nothing. The manifest
 names every source part it took rows from (shard, attempt, file, sha256, the index range taken), every file it
 wrote (rows, bytes, sha256, first index), the index ranges covered and the ranges missing (a partial merge), and
-the unified schema. ``source_digest`` identifies the evidence merged: merging the same evidence again is the same
+the unified schema, and the files' layout (spliced, encoded or compacted; the row groups). ``source_digest`` identifies the evidence merged: merging the same evidence again is the same
 merge. ``merge --as-job`` appends a job record so ``status`` can tell the merge job's state.
+
+The layout fields (``MergeFile.row_groups``, ``MergeManifest.layout``, the job's ``compact`` and
+``row_group_rows``) were added compatibly within version 1: each has a default, so a manifest written before them
+still reads (its layout is None: not recorded), and a merge of the default layout keeps its ``source_digest``.
 """
 
 from __future__ import annotations
 
 from pydantic import AwareDatetime, BaseModel, Field, NonNegativeInt, PositiveInt
 
+from data_designer.slurm.contracts._merge import MergeLayout
 from data_designer.slurm.contracts._ranges import IndexRange
 from data_designer.slurm.contracts._types import FROZEN
 from data_designer.slurm.contracts.records._manifest import ColumnType
@@ -40,6 +45,7 @@ class MergeFile(BaseModel):
     first_index: NonNegativeInt = Field(description="The global index of its first row.")
     bytes: PositiveInt
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    row_groups: PositiveInt | None = Field(default=None, description="Its row groups (None: not recorded).")
 
 
 class MergeManifest(BaseModel):
@@ -62,6 +68,9 @@ class MergeManifest(BaseModel):
     files: tuple[MergeFile, ...] = Field(strict=False)
     sources: tuple[MergeSource, ...] = Field(strict=False)
     runtime_version: str
+    layout: MergeLayout | None = Field(
+        default=None, description="How the files were written and their row groups (None: not recorded)."
+    )
 
 
 class MergeJobRecord(BaseModel):
@@ -76,6 +85,8 @@ class MergeJobRecord(BaseModel):
     allow_partial: bool = False
     drop_provenance: bool = False
     max_rows_per_file: PositiveInt
+    compact: bool = Field(default=False, description="--compact: rows re-encoded into row groups of row_group_rows.")
+    row_group_rows: PositiveInt | None = Field(default=None, description="--row-group-rows (None: the default).")
 
 
 MERGE_MANIFEST_SCHEMA: RecordSchema[MergeManifest] = RecordSchema("merge-manifest", 1, MergeManifest)

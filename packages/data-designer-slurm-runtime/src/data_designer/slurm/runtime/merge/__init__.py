@@ -6,14 +6,16 @@ global index order into Parquet files with bounded memory, writes the merge mani
 directory atomically. See ``docs/architecture/run-directory.md`` ("Merges").
 """
 
-from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE
+from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE, DEFAULT_ROW_GROUP_ROWS, MAX_ROW_GROUP_ROWS
 from data_designer.slurm.runtime.merge._footer import FooterScan, ThriftError, scan_footer
 from data_designer.slurm.runtime.merge._job_main import MERGE_MODULE, merge_job_argv
 from data_designer.slurm.runtime.merge._merge import (
     Merged,
     MergeOptions,
     RunIncomplete,
+    check_options,
     latest_merge,
+    layout_matches,
     merge_run_dir,
     merge_snapshot,
     source_digest,
@@ -33,6 +35,8 @@ from data_designer.slurm.runtime.merge._writer import (
 __all__ = [
     "COMPRESSION",
     "DEFAULT_MAX_ROWS_PER_FILE",
+    "DEFAULT_ROW_GROUP_ROWS",
+    "MAX_ROW_GROUP_ROWS",
     "MERGE_MODULE",
     "ROW_GROUP_BYTES",
     "ROW_GROUP_ROWS",
@@ -48,8 +52,10 @@ __all__ = [
     "SpliceMismatch",
     "SpliceWriter",
     "ThriftError",
+    "check_options",
     "footer_bytes",
     "latest_merge",
+    "layout_matches",
     "merge_job_argv",
     "merge_run_dir",
     "merge_snapshot",

@@ -15,7 +15,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE, CheckFailedError, SlurmExtensionError
+from data_designer.slurm.contracts import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    CheckFailedError,
+    SlurmExtensionError,
+    format_key_path,
+)
 from data_designer.slurm.runtime.merge._merge import MergeOptions, merge_run_dir
 from data_designer.slurm.runtime.store import RunLayout
 
@@ -35,6 +40,10 @@ def merge_job_argv(launcher: Sequence[str], run_dir: str, options: MergeOptions)
     words += ["--max-rows-per-file", str(options.max_rows_per_file)]
     if not options.provenance:
         words.append("--drop-provenance")
+    if options.compact:
+        words.append("--compact")
+    if options.row_group_rows is not None:
+        words += ["--row-group-rows", str(options.row_group_rows)]
     return tuple(words)
 
 
@@ -45,6 +54,8 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--allow-partial", action="store_true", help="Merge what exists; record the missing ranges.")
     parse.add_argument("--max-rows-per-file", type=int, default=DEFAULT_MAX_ROWS_PER_FILE, metavar="N")
     parse.add_argument("--drop-provenance", action="store_true", help="Leave out the provenance columns.")
+    parse.add_argument("--compact", action="store_true", help="Re-encode into row groups of --row-group-rows rows.")
+    parse.add_argument("--row-group-rows", type=int, metavar="N", help="--compact: rows per row group.")
     return parse
 
 
@@ -61,13 +72,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             allow_partial=args.allow_partial,
             max_rows_per_file=args.max_rows_per_file,
             provenance=not args.drop_provenance,
+            compact=args.compact,
+            row_group_rows=args.row_group_rows,
         )
         merged = merge_run_dir(layout, options)
     except CheckFailedError as exc:
         print(f"merge refused: {exc.info.message}", file=sys.stderr)
         return EXIT_REFUSED
-    except SlurmExtensionError as exc:
-        print(f"merge failed: {exc.info.message}", file=sys.stderr)
+    except SlurmExtensionError as exc:  # an option no merge honours names its flag (``key_path``)
+        where = f"{format_key_path(exc.info.key_path)}: " if exc.info.key_path else ""
+        print(f"merge failed: {where}{exc.info.message}", file=sys.stderr)
         return EXIT_FAILED
     summary = {
         "outcome": merged.outcome,
@@ -75,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "records": merged.manifest.records,
         "records_total": merged.manifest.records_total,
         "complete": merged.manifest.complete,
+        "layout": None if merged.manifest.layout is None else merged.manifest.layout.model_dump(mode="json"),
     }
     print(json.dumps(summary, sort_keys=True))
     return EXIT_MERGED

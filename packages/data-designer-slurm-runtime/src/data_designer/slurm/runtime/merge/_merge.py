@@ -5,6 +5,11 @@ manifest is written last (write-once), then the directory is renamed to its fina
 number) or ``--output``. So a crash, a refused part or a schema drift never leaves anything under a final name,
 and a reader that finds a final merge directory finds it whole. The same evidence (``source_digest``: every
 source part's sha256 and slice, and the options) is merged once: a later merge finds the manifest and reuses it.
+
+The layout is the splice (the parts' row groups as they are) unless ``compact``: then every row is re-encoded into
+row groups of ``row_group_rows`` (default ``DEFAULT_ROW_GROUP_ROWS``), streamed through ``MergeWriter``. The
+manifest's ``layout`` says which it was and the row groups written; a reused merge has the layout requested (the
+digest covers ``compact`` and the row group size, and the manifest's layout is checked too).
 """
 
 from __future__ import annotations
@@ -18,7 +23,17 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE, CheckFailedError, ConflictError, PartDamage
+from data_designer.slurm.contracts import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    DEFAULT_ROW_GROUP_ROWS,
+    MAX_ROW_GROUP_ROWS,
+    CheckFailedError,
+    ConflictError,
+    InvalidInputError,
+    MergeLayout,
+    MergeLayoutKind,
+    PartDamage,
+)
 from data_designer.slurm.contracts import __version__ as runtime_version
 from data_designer.slurm.contracts.records import (
     PROVENANCE_COLUMNS,
@@ -27,7 +42,8 @@ from data_designer.slurm.contracts.records import (
     MergeSource,
 )
 from data_designer.slurm.planner import canonical_json, check_output_location
-from data_designer.slurm.runtime.merge._parts import PartReader
+from data_designer.slurm.runtime.merge._footer import FooterScan
+from data_designer.slurm.runtime.merge._parts import PartBytes, PartReader
 from data_designer.slurm.runtime.merge._sources import NULL_TYPE, MergeSources, merge_sources
 from data_designer.slurm.runtime.merge._splice import SpliceMismatch, SpliceWriter
 from data_designer.slurm.runtime.merge._writer import MergeWriter
@@ -56,6 +72,58 @@ class MergeOptions:
     allow_partial: bool = False
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
     provenance: bool = True
+    compact: bool = False
+    """Re-encode every row into row groups of :attr:`group_rows` rows instead of splicing the parts."""
+    row_group_rows: int | None = None
+    """``compact``: rows per row group (None: ``DEFAULT_ROW_GROUP_ROWS``, or ``max_rows_per_file`` if smaller)."""
+
+    @property
+    def group_rows(self) -> int | None:
+        """The rows per row group a compacting merge writes (None: not compacting)."""
+        if not self.compact:
+            return None
+        if self.row_group_rows is not None:
+            return self.row_group_rows
+        return min(DEFAULT_ROW_GROUP_ROWS, self.max_rows_per_file)
+
+
+def check_options(options: MergeOptions) -> None:
+    """Refuse options no merge can honour (InvalidInputError, exit 2, ``key_path`` the flag), before anything is
+    read: a file size below 1, a row group size without ``--compact``, below 1, above ``MAX_ROW_GROUP_ROWS`` or
+    above the file size."""
+    if options.max_rows_per_file < 1:
+        raise _bad_option(
+            "--max-rows-per-file", f"must be at least 1, got {options.max_rows_per_file}", "--max-rows-per-file N >= 1"
+        )
+    rows = options.row_group_rows
+    if rows is None:
+        return
+    if not options.compact:
+        raise _bad_option(
+            "--row-group-rows",
+            "only a compacting merge has a row group size",
+            "add --compact, or leave --row-group-rows out",
+        )
+    if rows < 1:
+        raise _bad_option("--row-group-rows", f"must be at least 1, got {rows}", "--row-group-rows N >= 1")
+    if rows > MAX_ROW_GROUP_ROWS:
+        raise _bad_option(
+            "--row-group-rows",
+            f"at most {MAX_ROW_GROUP_ROWS:,} rows (a compacting merge holds about two row groups in memory), "
+            f"got {rows:,}",
+            f"--row-group-rows N <= {MAX_ROW_GROUP_ROWS}, or leave it out for {DEFAULT_ROW_GROUP_ROWS}",
+        )
+    if rows > options.max_rows_per_file:
+        raise _bad_option(
+            "--row-group-rows",
+            f"{rows:,} is more than --max-rows-per-file {options.max_rows_per_file:,} (a row group never spans two "
+            "files)",
+            f"--row-group-rows N <= {options.max_rows_per_file}, or raise --max-rows-per-file",
+        )
+
+
+def _bad_option(flag: str, problem: str, fix: str) -> InvalidInputError:
+    return InvalidInputError(problem, code="invalid_merge_layout", operation=_OPERATION, key_path=(flag,), hint=fix)
 
 
 @dataclass(frozen=True)
@@ -112,8 +180,10 @@ def retry_hint(run_id: str, shard: int) -> str:
 
 
 def merge_snapshot(snapshot: RunSnapshot, options: MergeOptions, *, clock: Clock = system_clock) -> Merged:
-    """Merge what the snapshot's valid manifests cover. Refuses missing records unless ``allow_partial``
-    (:class:`RunIncomplete`) and any part that fails its manifest (CheckFailedError, exit 6)."""
+    """Merge what the snapshot's valid manifests cover. Refuses options no merge honours (:func:`check_options`,
+    exit 2), missing records unless ``allow_partial`` (:class:`RunIncomplete`) and any part that fails its manifest
+    (CheckFailedError, exit 6)."""
+    check_options(options)
     return _merge(*_checked(snapshot, options), options, clock)
 
 
@@ -121,6 +191,7 @@ def merge_run_dir(layout: RunLayout, options: MergeOptions, *, clock: Clock = sy
     """Read the run (``store.read_run``) and merge it as :func:`merge_snapshot` does, holding only the sources while
     the files are written: the snapshot is let go first, so the merge's memory does not grow with what the run's
     reader keeps of every shard."""
+    check_options(options)
     return _merge(*_checked(read_run(layout, clock=clock), options), options, clock)
 
 
@@ -146,7 +217,7 @@ def _merge(run: _Run, sources: MergeSources, options: MergeOptions, clock: Clock
     base = run.layout.merge_dir if options.output is None else options.output
     if options.output is not None:  # no link, an existing parent, a name the file system takes: before anything
         check_output_location(options.output, force=True, operation=_OPERATION, key_path=_KEY, directory_ok=True)
-    reused = _existing(base, digest, numbered=options.output is None)
+    reused = _existing(base, digest, options, numbered=options.output is None)
     if reused is not None:
         return Merged(reused[1], reused[0], "reused", 0, 0)
     if options.output is not None:
@@ -156,7 +227,7 @@ def _merge(run: _Run, sources: MergeSources, options: MergeOptions, clock: Clock
     except ConflictError as taken:  # another merge published at --output first: its merge, if the same, is ours
         if options.output is None or taken.info.code != "output_exists":
             raise
-        reused = _existing(base, digest, numbered=False)
+        reused = _existing(base, digest, options, numbered=False)
         if reused is None:
             raise
         return Merged(reused[1], reused[0], "reused", 0, 0)
@@ -166,7 +237,7 @@ def _write(run: _Run, sources: MergeSources, options: MergeOptions, clock: Clock
     modes = modes_of_directory(run.layout.run_dir)
     reader = PartReader(run.layout.run_dir, run_id=run.run_id, plan_digest=run.plan_digest)
     with stage_merge(base, numbered=options.output is None, modes=modes) as stage:
-        files = _write_files(stage.directory, run.layout, sources, options, reader, modes)
+        kind, files, group_rows = _write_files(stage.directory, run.layout, sources, options, reader, modes)
         manifest = MergeManifest(
             run_id=run.run_id,
             plan_digest=run.plan_digest,
@@ -180,12 +251,13 @@ def _write(run: _Run, sources: MergeSources, options: MergeOptions, clock: Clock
             columns=tuple(c for c in sources.columns if options.provenance or c.name not in PROVENANCE_COLUMNS),
             provenance=options.provenance,
             max_rows_per_file=options.max_rows_per_file,
-            files=tuple(files),
+            files=_with_row_groups(files, group_rows),
             sources=tuple(
                 MergeSource(shard=s.shard, attempt=s.attempt, path=s.path, sha256=s.part.sha256, range=s.take)
                 for s in sources.slices
             ),
             runtime_version=runtime_version,
+            layout=_layout(kind, options, group_rows),
         )
         final = stage.publish(manifest, clock=clock, operation=_OPERATION)
     return Merged(manifest, final, "merged", reader.parts_read, reader.bytes_read)
@@ -193,13 +265,17 @@ def _write(run: _Run, sources: MergeSources, options: MergeOptions, clock: Clock
 
 def splices(sources: MergeSources, options: MergeOptions) -> bool:
     """Whether the merge can copy the parts' pages as they are: every part taken whole, in the unified schema, with
-    the provenance columns kept, none larger than a file may be."""
-    return options.provenance and all(
-        item.offset == 0
-        and item.take.records == item.part.records
-        and item.part.records <= options.max_rows_per_file
-        and item.columns == sources.columns
-        for item in sources.slices
+    the provenance columns kept, none larger than a file may be; never for ``compact``."""
+    return (
+        options.provenance
+        and not options.compact
+        and all(
+            item.offset == 0
+            and item.take.records == item.part.records
+            and item.part.records <= options.max_rows_per_file
+            and item.columns == sources.columns
+            for item in sources.slices
+        )
     )
 
 
@@ -210,15 +286,18 @@ def _write_files(
     options: MergeOptions,
     reader: PartReader,
     modes: FileModes,
-) -> list[MergeFile]:
-    """The merge's files in ``temp``: spliced when :func:`splices` allows it, else decoded and re-encoded."""
+) -> tuple[MergeLayoutKind, list[MergeFile], list[int]]:
+    """The merge's files in ``temp``: spliced when :func:`splices` allows it, else decoded and re-encoded (into
+    row groups of ``group_rows`` when compacting); how, the files, and the rows of every row group in order."""
     if splices(sources, options):
         splicer = SpliceWriter(temp, max_rows_per_file=options.max_rows_per_file, modes=modes)
+        spliced: list[int] = []
         try:
             for item in sources.slices:
                 data, footer = reader.whole(item)
                 splicer.add(data, footer, rows=item.part.records, first_index=item.take.start)
-            return splicer.close()
+                spliced += _part_row_groups(data, footer, item.part.records)
+            return "spliced", splicer.close(), spliced
         except SpliceMismatch:
             splicer.abort()
             for leftover in temp.iterdir():  # the parts' schemas differ after all: encode them instead
@@ -233,11 +312,13 @@ def _write_files(
         max_rows_per_file=options.max_rows_per_file,
         provenance=options.provenance,
         modes=modes,
+        row_group_rows=options.group_rows,
     )
     try:
         for item in sources.slices:
             writer.write(reader.rows(item), item.take.start)
-        return writer.close()
+        files = writer.close()
+        return ("compacted" if options.compact else "encoded"), files, writer.row_group_sizes
     except BaseException:
         writer.abort()
         raise
@@ -251,6 +332,8 @@ def source_digest(sources: MergeSources, options: MergeOptions) -> str:
         "provenance": options.provenance,
         "max_rows_per_file": options.max_rows_per_file,
     }
+    if options.compact:  # only then: a default merge's digest is the one it had before layouts were recorded
+        document["compact"] = {"row_group_rows": options.group_rows}
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 
@@ -260,11 +343,52 @@ def latest_merge(merge_dir: Path) -> tuple[Path, MergeManifest] | None:
     return None if found is None else (found.directory, found.manifest)
 
 
-def _existing(base: Path, digest: str, *, numbered: bool) -> tuple[Path, MergeManifest] | None:
+def _existing(base: Path, digest: str, options: MergeOptions, *, numbered: bool) -> tuple[Path, MergeManifest] | None:
     found = find_latest_merge(base) if numbered else read_merge(base)
-    if found is not None and found.manifest.source_digest == digest:
+    if found is not None and found.manifest.source_digest == digest and layout_matches(found.manifest, options):
         return found.directory, found.manifest
     return None
+
+
+def layout_matches(manifest: MergeManifest, options: MergeOptions) -> bool:
+    """Whether a merge's files have the layout ``options`` ask for: compacted into ``group_rows`` row groups for a
+    ``compact`` request, not compacted otherwise (a manifest from before layouts were recorded was not)."""
+    compacted = manifest.layout is not None and manifest.layout.kind == "compacted"
+    if not options.compact:
+        return not compacted
+    return compacted and manifest.layout is not None and manifest.layout.row_group_rows == options.group_rows
+
+
+def _part_row_groups(data: PartBytes, footer: FooterScan, records: int) -> list[int]:
+    """The rows of each row group of a spliced part: its records when it has one (the worker writes one per part),
+    else read from its verified bytes' footer."""
+    if footer.groups <= 1:
+        return [records] if footer.groups else []
+    metadata = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data))).metadata
+    return [metadata.row_group(k).num_rows for k in range(metadata.num_row_groups)]
+
+
+def _with_row_groups(files: list[MergeFile], group_rows: list[int]) -> tuple[MergeFile, ...]:
+    """``files`` with their row group counts: the groups, in order, fill the files in order (none spans two)."""
+    counted: list[MergeFile] = []
+    groups = iter(group_rows)
+    for file in files:
+        rows = count = 0
+        while rows < file.records:
+            rows += next(groups)
+            count += 1
+        counted.append(file.model_copy(update={"row_groups": count}))
+    return tuple(counted)
+
+
+def _layout(kind: MergeLayoutKind, options: MergeOptions, group_rows: list[int]) -> MergeLayout:
+    return MergeLayout(
+        kind=kind,
+        row_group_rows=options.group_rows,
+        row_groups=len(group_rows),
+        min_row_group_rows=min(group_rows, default=0),
+        max_row_group_rows=max(group_rows, default=0),
+    )
 
 
 def _check_output(output: Path) -> None:

@@ -1,8 +1,12 @@
 """Streaming rows into the merge's Parquet files, with memory bounded by one row group, never by the run.
 
 Rows arrive in global index order, a slice at a time. They are cast to the unified schema (a column that is null
-in one shard takes the others' type), buffered up to one row group (``ROW_GROUP_ROWS`` rows or
-``ROW_GROUP_BYTES``), and written to ``part-<k:05d>.parquet`` files of at most ``max_rows_per_file`` rows each.
+in one shard takes the others' type), buffered up to one row group, and written to ``part-<k:05d>.parquet`` files
+of at most ``max_rows_per_file`` rows each. The default merge's buffer is flushed at ``ROW_GROUP_ROWS`` rows or
+``ROW_GROUP_BYTES``, whichever comes first; a compacting merge (``row_group_rows=N``, ``merge --compact``) cuts
+the buffer at exactly N rows, or at the end of a file, so every row group holds N rows but a file's last, whatever
+the parts' sizes. Both hold at most the row group filling (fewer than its target plus the slice that crossed it)
+and the one being encoded: ``max_rows_held`` counts them, the encoding one until it is joined.
 Every file is written through a hashing sink (its sha256 and size are known when it closes, without reading it
 back), fsynced, and given the workspace's file mode. The writer options are fixed, so the same rows give the same
 bytes.
@@ -19,6 +23,7 @@ import contextlib
 import hashlib
 import importlib
 import os
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -106,21 +111,32 @@ class MergeWriter:
         max_rows_per_file: int,
         provenance: bool,
         modes: FileModes,
+        row_group_rows: int | None = None,
     ) -> None:
+        """``row_group_rows``: None for the default merge's row groups (``ROW_GROUP_ROWS`` rows or
+        ``ROW_GROUP_BYTES``); N (at most ``max_rows_per_file``) for row groups of exactly N rows but a file's last."""
         self.directory = directory
         self.source_schema = schema
         self.schema = schema if provenance else pa.schema([f for f in schema if f.name not in PROVENANCE_COLUMNS])
         self.max_rows_per_file = max_rows_per_file
         self.provenance = provenance
         self.modes = modes
+        self.row_group_rows = row_group_rows
         self.files: list[MergeFile] = []
-        self._buffer: list[tuple[pa.Table, int]] = []
+        self.row_group_sizes: list[int] = []
+        """The rows of every row group written, in order (read once ``close`` returned)."""
+        self.max_rows_held = 0
+        """The most rows buffered and being encoded at once: the writer's memory, in rows."""
+        self._buffer: deque[tuple[pa.Table, int]] = deque()
         self._buffered_rows = 0
         self._buffered_bytes = 0
         self._sink: HashingSink | None = None
         self._writer: Any = None
         self._file_rows = 0
         self._file_first = 0
+        self._cut = 0
+        """Rows handed to the encoder so far (where the next compacted row group starts)."""
+        self._encoding_rows = 0
         self._encoder: ThreadPoolExecutor | None = None
         self._encoding: Future[None] | None = None
 
@@ -134,12 +150,26 @@ class MergeWriter:
         self._buffer.append((table, first_index))
         self._buffered_rows += table.num_rows
         self._buffered_bytes += table.nbytes
-        if self._buffered_rows >= ROW_GROUP_ROWS or self._buffered_bytes >= ROW_GROUP_BYTES:
-            pending = self._take_buffer()
-            self._wait()  # the previous row group is written: one at a time, in order
-            if self._encoder is None:
-                self._encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="merge-writer")
-            self._encoding = self._encoder.submit(self._flush, pending)
+        self.max_rows_held = max(self.max_rows_held, self._buffered_rows + self._encoding_rows)
+        if self.row_group_rows is None:
+            if self._buffered_rows >= ROW_GROUP_ROWS or self._buffered_bytes >= ROW_GROUP_BYTES:
+                self._submit(self._take_buffer())
+            return
+        while self._buffered_rows >= (size := self._next_group_rows(self.row_group_rows)):
+            self._submit(self._take_rows(size))
+
+    def _next_group_rows(self, target: int) -> int:
+        """The rows of the next compacted row group: ``target``, or what is left of the current file."""
+        return min(target, self.max_rows_per_file - self._cut % self.max_rows_per_file)
+
+    def _submit(self, pending: list[tuple[pa.Table, int]]) -> None:
+        self._wait()  # the previous row group is written: one at a time, in order
+        if self._encoder is None:
+            self._encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="merge-writer")
+        rows = sum(table.num_rows for table, _ in pending)
+        self._cut += rows
+        self._encoding_rows = rows
+        self._encoding = self._encoder.submit(self._flush, pending)
 
     def close(self) -> list[MergeFile]:
         """Write what is buffered and close the last file; the files written, in order."""
@@ -160,8 +190,24 @@ class MergeWriter:
             self._sink.close()
 
     def _take_buffer(self) -> list[tuple[pa.Table, int]]:
-        pending, self._buffer = self._buffer, []
+        pending, self._buffer = list(self._buffer), deque()
         self._buffered_rows = self._buffered_bytes = 0
+        return pending
+
+    def _take_rows(self, rows: int) -> list[tuple[pa.Table, int]]:
+        """The buffer's first ``rows`` rows (the last slice taken split), the rest left buffered."""
+        pending: list[tuple[pa.Table, int]] = []
+        wanted = rows
+        while wanted:
+            table, first_index = self._buffer[0]
+            if table.num_rows <= wanted:
+                pending.append(self._buffer.popleft())
+                wanted -= table.num_rows
+                continue
+            pending.append((table.slice(0, wanted), first_index))
+            self._buffer[0] = (table.slice(wanted), first_index + wanted)
+            wanted = 0
+        self._buffered_rows -= rows  # (the bytes bound only the default merge's row groups: not counted here)
         return pending
 
     def _wait(self) -> None:
@@ -169,6 +215,7 @@ class MergeWriter:
         encoding, self._encoding = self._encoding, None
         if encoding is not None:
             encoding.result()
+        self._encoding_rows = 0
 
     def _stop(self) -> None:
         if self._encoder is not None:
@@ -178,18 +225,20 @@ class MergeWriter:
     def _flush(self, pending: list[tuple[pa.Table, int]]) -> None:
         """Write ``pending`` as row groups, starting a new file wherever the current one is full."""
         group: list[pa.Table] = []
+        grouped = 0
         for table, first_index in pending:
             offset = 0
             while offset < table.num_rows:
                 if self._writer is None:
                     self._open_file(first_index + offset)
-                room = self.max_rows_per_file - self._file_rows - sum(t.num_rows for t in group)
+                room = self.max_rows_per_file - self._file_rows - grouped
                 piece = table.slice(offset, min(room, table.num_rows - offset))
                 group.append(piece)
+                grouped += piece.num_rows
                 offset += piece.num_rows
-                if self._file_rows + sum(t.num_rows for t in group) >= self.max_rows_per_file:
+                if self._file_rows + grouped >= self.max_rows_per_file:
                     self._write_group(group)
-                    group = []
+                    group, grouped = [], 0
                     self._close_file()
         if group:
             self._write_group(group)
@@ -198,6 +247,7 @@ class MergeWriter:
         table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
         self._writer.write_table(table, row_group_size=max(1, table.num_rows))
         self._file_rows += table.num_rows
+        self.row_group_sizes.append(table.num_rows)
 
     def _open_file(self, first_index: int) -> None:
         path = self.directory / PART_NAME.format(len(self.files))

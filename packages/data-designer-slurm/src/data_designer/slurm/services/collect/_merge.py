@@ -36,6 +36,8 @@ def merge_run(
     allow_partial: bool = False,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     drop_provenance: bool = False,
+    compact: bool = False,
+    row_group_rows: int | None = None,
     as_job: bool = False,
     profile: str | Path | None = None,
     cluster: str | None = None,
@@ -46,21 +48,28 @@ def merge_run(
 ) -> MergeResult:
     """Merge ``run`` here, in this process; with ``as_job``, submit the same merge as a one-task CPU job and return
     at once (``outcome="submitted"``; ``status`` shows the merge job's state, ``services.collect._merge_job``).
+    The files are the parts spliced (their row groups as they are) unless ``compact``: then every row is re-encoded
+    into row groups of ``row_group_rows`` (default ``DEFAULT_ROW_GROUP_ROWS``, or ``max_rows_per_file`` if
+    smaller); the result's ``layout`` says which, with the row groups written.
 
-    Errors: no such run exit 3; shards not succeeded (without ``allow_partial``), a part that fails its manifest,
+    Errors: a row group size without ``compact``, below 1, above ``MAX_ROW_GROUP_ROWS`` or above
+    ``max_rows_per_file`` (or ``max_rows_per_file`` below 1) exit 2, before the run is read; no such run exit 3; shards not succeeded (without ``allow_partial``), a part that fails its manifest,
     schema drift between shards exit 6 (nothing is written under a final name); a non-empty ``output`` exit 4.
     Slurm is asked (once) only to name the states of shards that are not succeeded.
     """
     ctx = ServiceContext.of(profile=profile, cluster=cluster, environ=environ, runner=runner, clock=clock, rules=rules)
-    from data_designer.slurm.runtime.merge import MergeOptions, RunIncomplete, merge_run_dir
+    from data_designer.slurm.runtime.merge import MergeOptions, RunIncomplete, check_options, merge_run_dir
 
-    layout = layout_of(run, ctx)
     options = MergeOptions(
         output=Path(output).expanduser().absolute() if output is not None else None,
         allow_partial=allow_partial,
         max_rows_per_file=max_rows_per_file,
         provenance=not drop_provenance,
+        compact=compact,
+        row_group_rows=row_group_rows,
     )
+    check_options(options)
+    layout = layout_of(run, ctx)
     started = time.monotonic()
     if as_job:
         snapshot = read_run(layout, clock=clock)
@@ -92,6 +101,7 @@ def result_of(layout: RunLayout, merged: Merged, *, seconds: float = 0.0) -> Mer
         missing=manifest.missing,
         missing_shards=manifest.missing_shards,
         parts_read=merged.parts_read,
+        layout=manifest.layout,
         seconds=max(0.0, seconds),
     )
 

@@ -85,6 +85,8 @@ def submit_merge_job(
         allow_partial=options.allow_partial,
         drop_provenance=not options.provenance,
         max_rows_per_file=options.max_rows_per_file,
+        compact=options.compact,
+        row_group_rows=options.row_group_rows,
     )
     record_merge_job(layout, record, clock=clock, operation=_OPERATION)
     return MergeResult(
