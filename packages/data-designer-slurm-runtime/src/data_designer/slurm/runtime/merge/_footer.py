@@ -8,13 +8,18 @@ groups with only the offset varints (and the row group ordinals) re-encoded, eve
 :meth:`FooterScan.footer` re-emits the whole footer around new row groups and a new row count. The offsets moved
 are the ones a generic codec moves (the tests' reference, ``test_runtime_merge_footer.py``): row group
 ``file_offset``, column chunk ``file_offset``, offset and column index offsets, and the data, index, dictionary page
-and bloom filter offsets of the column metadata; 0 (or absent) means "none" and stays. Anything the walk cannot
-read is :class:`ThriftError`.
+and bloom filter offsets of the column metadata; 0 (or absent) means "none" and stays. A column chunk with page
+indexes is also listed in :attr:`FooterScan.page_indexes` (its blocks, and where their offset and length fields
+are), so a splice that lays the blocks out anew (``_page_index.py``) re-emits the row groups with
+:meth:`FooterScan.moved_row_groups`, those fields pointing at the new places. Anything the walk cannot read is
+:class:`ThriftError`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeAlias
 
 STOP, TRUE, FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(13)
 """The compact protocol's type codes (the low nibble of a field header, a list header's element type)."""
@@ -26,7 +31,9 @@ class ThriftError(ValueError):
 
 _SCHEMA, _NUM_ROWS, _ROW_GROUPS, _KEY_VALUE = 2, 3, 4, 5
 _RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
-_CC_FILE_OFFSET, _CC_META, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX = 2, 3, 4, 6
+_CC_FILE_OFFSET, _CC_META = 2, 3
+_CC_OFFSET_INDEX, _CC_OFFSET_INDEX_LENGTH, _CC_COLUMN_INDEX, _CC_COLUMN_INDEX_LENGTH = 4, 5, 6, 7
+_CC_PAGE_INDEX = frozenset((_CC_OFFSET_INDEX, _CC_OFFSET_INDEX_LENGTH, _CC_COLUMN_INDEX, _CC_COLUMN_INDEX_LENGTH))
 _META_OFFSETS = frozenset((9, 10, 11, 14))
 """ColumnMetaData: data_page_offset, index_page_offset, dictionary_page_offset, bloom_filter_offset."""
 _META_STATISTICS = 12
@@ -41,6 +48,21 @@ class ColumnStatistics:
     null_count: int | None
     min_value: bytes | None
     max_value: bytes | None
+
+
+Slot: TypeAlias = tuple[int, int]
+"""A value :meth:`FooterScan.moved_row_groups` leaves open: (area, position in it), filled by the caller when it
+knows where the area starts."""
+
+
+@dataclass(frozen=True)
+class PageIndexRef:
+    """One column chunk's page index blocks, (offset, length) each, and where their fields are in the footer."""
+
+    column_index: tuple[int, int] | None
+    offset_index: tuple[int, int] | None
+    fields: Mapping[int, int]
+    """ColumnChunk field id (4 offset index offset, 5 its length, 6 column index offset) -> its value's position."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +83,10 @@ class FooterScan:
     """(start, end, value) of every varint to move, in order; value ``_ORDINAL`` renumbers a row group ordinal."""
     _statistics: tuple[tuple[tuple[int, int] | None, ...], ...]
     """Per row group, per column chunk: the span of its statistics struct, if any."""
+    page_indexes: tuple[PageIndexRef, ...] = ()
+    """The column chunks that have a column or offset index, in footer order (none: the common case)."""
+    _keeps: tuple[tuple[int, int, int], ...] = ()
+    """(start, end, value) of the offset index lengths: copied, unless :meth:`moved_row_groups` replaces them."""
 
     def row_groups(self, delta: int, first_ordinal: int) -> bytes:
         """The row groups' encoded elements (no list header) with every offset moved by ``delta`` and ordinals
@@ -79,6 +105,38 @@ class FooterScan:
             cursor = end
         pieces.append(data[cursor : self._groups_span[1]])
         return b"".join(pieces)
+
+    def moved_row_groups(self, delta: int, first_ordinal: int, moves: Mapping[int, int | Slot]) -> list[bytes | Slot]:
+        """:meth:`row_groups`, but the values at the positions ``moves`` names (of :attr:`PageIndexRef.fields`)
+        become the given value instead of being moved by ``delta``, or a :data:`Slot` left open for the caller."""
+        data = self.data
+        pieces: list[bytes | Slot] = []
+        cursor = self._elements_start
+        ordinal = first_ordinal
+        keep = _ORDINAL - 1
+        patches = sorted(self._patches + tuple((start, end, keep) for start, end, _ in self._keeps))
+        for start, end, value in patches:
+            pieces.append(data[cursor:start])
+            moved = moves.get(start)
+            if isinstance(moved, int):
+                pieces.append(_zigzag(moved))
+            elif moved is not None:
+                pieces.append(moved)
+            elif value == _ORDINAL:
+                pieces.append(_zigzag(ordinal))
+                ordinal += 1
+            elif value == keep:
+                pieces.append(data[start:end])
+            else:
+                pieces.append(_zigzag(value + delta))
+            cursor = end
+        pieces.append(data[cursor : self._groups_span[1]])
+        return pieces
+
+    def offsets(self) -> list[int]:
+        """Every absolute offset the footer's row groups hold, but the page indexes' own (0 excluded)."""
+        index_fields = {position for ref in self.page_indexes for position in ref.fields.values()}
+        return [value for start, _, value in self._patches if value != _ORDINAL and start not in index_fields]
 
     def footer(self, *, num_rows: int, groups: int, elements: bytes) -> bytes:
         """This footer with the row count and the row groups (``groups`` encoded ``elements``) replaced."""
@@ -129,6 +187,8 @@ def _scan(data: bytes, known_schema: bytes) -> FooterScan:
     schema = key_value = b""
     patches: list[tuple[int, int, int]] = []
     statistics: list[tuple[tuple[int, int] | None, ...]] = []
+    indexes: list[PageIndexRef] = []
+    keeps: list[tuple[int, int, int]] = []
     found_groups = False
     while True:
         field_start = pos
@@ -149,7 +209,7 @@ def _scan(data: bytes, known_schema: bytes) -> FooterScan:
                 raise ThriftError("row groups that are not structs")
             elements_start = pos
             for _ in range(groups):
-                pos = _row_group(data, pos, patches, statistics)
+                pos = _row_group(data, pos, patches, statistics, indexes, keeps)
             groups_span = (list_start, pos)
         elif fid == _SCHEMA and known_schema and data.startswith(known_schema, field_start):
             pos = field_start + len(known_schema)
@@ -174,6 +234,8 @@ def _scan(data: bytes, known_schema: bytes) -> FooterScan:
         _elements_start=elements_start,
         _patches=tuple(patches),
         _statistics=tuple(statistics),
+        page_indexes=tuple(indexes),
+        _keeps=tuple(keeps),
     )
 
 
@@ -188,7 +250,12 @@ def _key(schema: bytes, key_value: bytes) -> bytes:
 
 
 def _row_group(
-    data: bytes, pos: int, patches: list[tuple[int, int, int]], statistics: list[tuple[tuple[int, int] | None, ...]]
+    data: bytes,
+    pos: int,
+    patches: list[tuple[int, int, int]],
+    statistics: list[tuple[tuple[int, int] | None, ...]],
+    indexes: list[PageIndexRef],
+    keeps: list[tuple[int, int, int]],
 ) -> int:
     fid = 0
     spans: list[tuple[int, int] | None] = []
@@ -206,7 +273,7 @@ def _row_group(
             if element != STRUCT:
                 raise ThriftError("column chunks that are not structs")
             for _ in range(size):
-                pos = _column_chunk(data, pos, patches, spans)
+                pos = _column_chunk(data, pos, patches, spans, indexes, keeps)
         elif fid == _RG_FILE_OFFSET and kind == I64:
             pos = _offset(data, pos, patches)
         elif fid == _RG_ORDINAL:
@@ -220,23 +287,59 @@ def _row_group(
 
 
 def _column_chunk(
-    data: bytes, pos: int, patches: list[tuple[int, int, int]], spans: list[tuple[int, int] | None]
+    data: bytes,
+    pos: int,
+    patches: list[tuple[int, int, int]],
+    spans: list[tuple[int, int] | None],
+    indexes: list[PageIndexRef],
+    keeps: list[tuple[int, int, int]],
 ) -> int:
     fid = 0
     span: tuple[int, int] | None = None
+    index: dict[int, tuple[int, int, int]] | None = None
+    """Page index field id -> (value, start, end), for a chunk that has any."""
     while True:
         kind, fid, pos = _field_header(data, pos, fid)
         if kind == STOP:
             spans.append(span)
+            if index is not None:
+                indexes.append(_page_index_ref(index, keeps))
             return pos
         if kind in (TRUE, FALSE):
             continue
-        if kind == I64 and fid in (_CC_FILE_OFFSET, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX):
+        if kind == I64 and fid == _CC_FILE_OFFSET:
             pos = _offset(data, pos, patches)
         elif fid == _CC_META and kind == STRUCT:
             pos, span = _column_meta(data, pos, patches)
+        elif fid in _CC_PAGE_INDEX and kind in (I32, I64):
+            value, end = _zigzag_at(data, pos)
+            if fid in (_CC_OFFSET_INDEX, _CC_COLUMN_INDEX) and value > 0:
+                patches.append((pos, end, value))
+            if index is None:
+                index = {}
+            index[fid] = (value, pos, end)
+            pos = end
         else:
             pos = _skip_at(data, pos, kind)
+
+
+def _page_index_ref(index: dict[int, tuple[int, int, int]], keeps: list[tuple[int, int, int]]) -> PageIndexRef:
+    """A chunk's page index fields as blocks (an offset of 0 or none: no block)."""
+
+    def block(offset_field: int, length_field: int) -> tuple[int, int] | None:
+        offset, length = index.get(offset_field), index.get(length_field)
+        if offset is None or offset[0] <= 0:
+            return None
+        return offset[0], -1 if length is None else length[0]  # -1: no length, a block the splice cannot move
+
+    length = index.get(_CC_OFFSET_INDEX_LENGTH)
+    if length is not None:
+        keeps.append((length[1], length[2], length[0]))
+    return PageIndexRef(
+        column_index=block(_CC_COLUMN_INDEX, _CC_COLUMN_INDEX_LENGTH),
+        offset_index=block(_CC_OFFSET_INDEX, _CC_OFFSET_INDEX_LENGTH),
+        fields={fid: start for fid, (_, start, _) in index.items()},
+    )
 
 
 def _column_meta(data: bytes, pos: int, patches: list[tuple[int, int, int]]) -> tuple[int, tuple[int, int] | None]:

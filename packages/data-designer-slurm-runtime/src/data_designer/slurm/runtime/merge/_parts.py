@@ -82,11 +82,13 @@ class PartReader:
         try:
             footer = scan_footer(footer_bytes(data), known_schema=self._known_schema)
             self._known_schema = schema_field(footer.schema_key)
-            layout = self._layout(footer, data)
+            # pyarrow parses the footer again (about 25 us a part, a fifth of the walk): decoding ``_dd_index``
+            # needs its reader, and statistics cannot prove the order (docs/architecture/runtime.md, "Merges")
+            parquet = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data)))
+            layout = self._layout(footer, parquet)
             _check_shape(source, footer.num_rows, layout.schema)
             if layout.index < 0:
                 raise _bad(source, f"it has no {INDEX_COLUMN} column")
-            parquet = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data)))
             index = parquet.reader.read_column(layout.index)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _bad(source, f"it is not readable Parquet ({exc})") from exc
@@ -95,11 +97,11 @@ class PartReader:
         self._count(data)
         return data, footer
 
-    def _layout(self, footer: FooterScan, data: PartBytes) -> _Layout:
-        """The Arrow schema and column positions footers with this schema key have (read once per key)."""
+    def _layout(self, footer: FooterScan, parquet: Any) -> _Layout:
+        """The Arrow schema and column positions footers with this schema key have (read once per key, from the
+        first such part's reader)."""
         found = self._layouts.get(footer.schema_key)
         if found is None:
-            parquet = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data)))
             schema = parquet.schema_arrow
             leaves = {parquet.metadata.schema.column(i).path: i for i in range(parquet.metadata.num_columns)}
             names = schema.names

@@ -9,6 +9,14 @@ offsets, data, dictionary and index page offsets, page index and bloom filter of
 the bytes the worker published, checked against their sha256: nothing is decoded or re-encoded, so the merge runs
 at the speed of reading, hashing and writing. A part whose schema bytes differ from the file's first part
 (:class:`SpliceMismatch`) makes the merge fall back to re-encoding (``_writer.MergeWriter``).
+
+Page indexes (``_page_index.py``; the worker writes none, so this is the uncommon path): a part that has them
+contributes only its column chunks to the file's data; its ColumnIndex blocks are copied and its OffsetIndex blocks
+re-encoded with every ``PageLocation.offset`` moved by the part's displacement, and both are laid out after the
+file's last column chunk (all column indexes, then all offset indexes, in footer order: where a single-file
+writer puts them, so a reader fetches the page index of a file in one range), with the footer's offsets and
+offset index lengths pointing at them. A part whose page indexes are not the bytes between its column chunks and
+its footer, or do not parse, is a :class:`SpliceMismatch` too.
 """
 
 from __future__ import annotations
@@ -18,11 +26,15 @@ import struct
 from pathlib import Path
 
 from data_designer.slurm.contracts.records import MergeFile
-from data_designer.slurm.runtime.merge._footer import FooterScan
+from data_designer.slurm.runtime.merge._footer import FooterScan, Slot, ThriftError, _zigzag
+from data_designer.slurm.runtime.merge._page_index import index_tail, shift_offset_index
 from data_designer.slurm.runtime.merge._writer import PART_NAME, HashingSink
 from data_designer.slurm.runtime.store import FileModes
 
 MAGIC = b"PAR1"
+_COLUMN_INDEXES, _OFFSET_INDEXES = 0, 1
+"""The two areas of a file's page indexes (a :data:`Slot`'s first member)."""
+_OFFSET_INDEX, _OFFSET_INDEX_LENGTH, _COLUMN_INDEX = 4, 5, 6
 
 
 class SpliceMismatch(Exception):
@@ -49,8 +61,12 @@ class SpliceWriter:
         self.files: list[MergeFile] = []
         self._sink: HashingSink | None = None
         self._template: FooterScan | None = None
-        self._row_groups: list[bytes] = []
-        """Each part's row groups already moved, renumbered and encoded: the footer's memory is its bytes."""
+        self._row_groups: list[bytes | list[bytes | Slot]] = []
+        """Each part's row groups already moved, renumbered and encoded: the footer's memory is its bytes (a part
+        with page indexes: pieces around the slots for their offsets, known when the file's data ends)."""
+        self._indexes: tuple[list[bytes], list[bytes]] = ([], [])
+        """The file's column indexes and offset indexes, written after its last column chunk."""
+        self._index_sizes = [0, 0]
         self._groups = 0
         self._size = 0
         self._rows = 0
@@ -64,11 +80,51 @@ class SpliceWriter:
             self._open_file(footer, first_index)
         elif self._template is None or footer.schema_key != self._template.schema_key:
             raise SpliceMismatch("the parts' schemas differ")
-        region = memoryview(data)[4 : len(data) - 8 - struct.unpack("<I", data[-8:-4])[0]]
-        self._row_groups.append(footer.row_groups(self._size - 4, self._groups))
+        end = len(data) - 8 - struct.unpack("<I", data[-8:-4])[0]
+        if footer.page_indexes:
+            end = self._add_page_indexes(data, footer, end)
+        else:
+            self._row_groups.append(footer.row_groups(self._size - 4, self._groups))
         self._groups += footer.groups
-        self._write(region)
+        self._write(memoryview(data)[4:end])
         self._rows += rows
+
+    def _add_page_indexes(self, data: bytes | bytearray | mmap.mmap, footer: FooterScan, end: int) -> int:
+        """Keep the part's page indexes for the file's index areas and encode its row groups around their slots;
+        the end of its column chunks (what is copied)."""
+        delta = self._size - 4
+        try:
+            chunks_end = index_tail(footer.page_indexes, end)
+            if any(offset > chunks_end for offset in footer.offsets()):
+                raise ThriftError("an offset past the column chunks")
+            blocks = [
+                (
+                    bytes(data[ref.column_index[0] : sum(ref.column_index)]) if ref.column_index else None,
+                    shift_offset_index(
+                        bytes(data[ref.offset_index[0] : sum(ref.offset_index)]), delta, limit=chunks_end
+                    )
+                    if ref.offset_index
+                    else None,
+                )
+                for ref in footer.page_indexes
+            ]
+        except ThriftError as exc:
+            raise SpliceMismatch(f"a page index the splice cannot move ({exc})") from exc
+        moves: dict[int, int | Slot] = {}
+        for ref, (column_index, offset_index) in zip(footer.page_indexes, blocks, strict=True):
+            if column_index is not None:
+                moves[ref.fields[_COLUMN_INDEX]] = self._keep_index(_COLUMN_INDEXES, column_index)
+            if offset_index is not None:
+                moves[ref.fields[_OFFSET_INDEX]] = self._keep_index(_OFFSET_INDEXES, offset_index)
+                moves[ref.fields[_OFFSET_INDEX_LENGTH]] = len(offset_index)
+        self._row_groups.append(footer.moved_row_groups(delta, self._groups, moves))
+        return chunks_end
+
+    def _keep_index(self, area: int, block: bytes) -> Slot:
+        self._indexes[area].append(block)
+        position = self._index_sizes[area]
+        self._index_sizes[area] += len(block)
+        return area, position
 
     def close(self) -> list[MergeFile]:
         self._close_file()
@@ -88,6 +144,8 @@ class SpliceWriter:
         self._size = 0
         self._template = footer
         self._row_groups = []
+        self._indexes = ([], [])
+        self._index_sizes = [0, 0]
         self._groups = 0
         self._rows = 0
         self._first = first_index
@@ -96,8 +154,17 @@ class SpliceWriter:
     def _close_file(self) -> None:
         if self._sink is None or self._template is None:
             return
-        pieces = self._template.footer_pieces(num_rows=self._rows, groups=self._groups, elements=self._row_groups)
+        starts = (self._size, self._size + self._index_sizes[_COLUMN_INDEXES])
+        for block in (*self._indexes[_COLUMN_INDEXES], *self._indexes[_OFFSET_INDEXES]):
+            self._write(block)
+        self._indexes = ([], [])
+        elements = [
+            group if isinstance(group, bytes) else b"".join(_filled(piece, starts) for piece in group)
+            for group in self._row_groups
+        ]
+        pieces = self._template.footer_pieces(num_rows=self._rows, groups=self._groups, elements=elements)
         self._row_groups = []  # held by ``pieces`` only, written piece by piece: never a joined copy of the footer
+        del elements
         length = 0
         for piece in pieces:
             self._write(piece)
@@ -108,3 +175,10 @@ class SpliceWriter:
         self._sink = None
         self._template = None
         self._row_groups = []
+
+
+def _filled(piece: bytes | Slot, starts: tuple[int, int]) -> bytes:
+    if isinstance(piece, bytes):
+        return piece
+    area, position = piece
+    return _zigzag(starts[area] + position)

@@ -26,7 +26,7 @@ import importlib
 import json
 import platform
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -157,6 +157,7 @@ def write_run_directory(
     max_concurrent_shards: int | None = None,
     parquet_parts: bool = False,
     part_text_bytes: int = 0,
+    part_write_options: Mapping[str, object] | None = None,
 ) -> RunLayout:
     """Write a run of ``shards`` shards under the workspace ``root`` (absolute) and return its layout.
 
@@ -166,7 +167,9 @@ def write_run_directory(
     the run record), each chunk's array throttled to ``max_concurrent_shards`` when given. With ``parquet_parts`` the
     output parts are real Parquet (column ``a`` = ``"r<index>"`` and the provenance columns), as ``merge`` reads them;
     otherwise they are placeholders with matching sizes and digests; ``part_text_bytes`` makes each value of ``a``
-    about that much longer (:func:`parquet_part`), for parts of a realistic size. Chunk ``c`` has job id ``job_ids[c]`` (one per chunk, e.g. real held jobs' ids), else
+    about that much longer (:func:`parquet_part`), for parts of a realistic size, and ``part_write_options`` are
+    passed to ``pyarrow.parquet.write_table`` (e.g. ``write_page_index=True``, small ``row_group_size`` and
+    ``data_page_size``: parts with page indexes, several row groups and pages). Chunk ``c`` has job id ``job_ids[c]`` (one per chunk, e.g. real held jobs' ids), else
     ``job_id_start + c``. The run id is deterministic (``status-bench-<time>-<hex of the shard count>``): one run
     per root and shard count.
     """
@@ -206,7 +209,15 @@ def write_run_directory(
         )
     jobs = tuple(_submitted_job(chunk, job_id) for chunk, job_id in zip(unit.chunks, ids, strict=True))
     record_submission(layout, jobs, sbatch_calls=len(jobs), clock=lambda: submitted, operation=_OPERATION)
-    writer = _ShardWriter(layout, plan, now=now, submitted=submitted, parquet=parquet_parts, text_bytes=part_text_bytes)
+    writer = _ShardWriter(
+        layout,
+        plan,
+        now=now,
+        submitted=submitted,
+        parquet=parquet_parts,
+        text_bytes=part_text_bytes,
+        write_options=part_write_options,
+    )
     shard_plans = {s.shard: s for s in plan.shards}
     pick = outcome or _all_succeeded
     for chunk, job in zip(unit.chunks, jobs, strict=True):
@@ -340,10 +351,12 @@ class _ShardWriter:
         submitted: datetime,
         parquet: bool = False,
         text_bytes: int = 0,
+        write_options: Mapping[str, object] | None = None,
     ) -> None:
         self.layout, self.plan, self.now, self.submitted = layout, plan, now, submitted
         self.parquet = parquet
         self.text_bytes = text_bytes
+        self.write_options = write_options
         self.run_id = str(layout.run_id)
         self.replica: ReplicaPlan = plan.allocation.replicas[0]
         self.endpoint = next(e for e in plan.allocation.client.endpoints if e.alias == self.replica.alias)
@@ -564,7 +577,15 @@ class _Attempt:
         parts = []
         for number, item in enumerate(produced):
             data = (
-                parquet_part(self.w.run_id, self.w.plan.digest, self.k, 1, item, text_bytes=self.w.text_bytes)
+                parquet_part(
+                    self.w.run_id,
+                    self.w.plan.digest,
+                    self.k,
+                    1,
+                    item,
+                    text_bytes=self.w.text_bytes,
+                    write_options=self.w.write_options,
+                )
                 if self.w.parquet
                 else b"PAR1\n# placeholder part written by data_designer.slurm.runtime.testing.write_run_directory; "
                 + f"not Parquet: run {self.w.run_id} shard {self.k} attempt 1 rows [{item.start}, {item.stop})\n".encode()
@@ -712,14 +733,22 @@ class _Attempt:
 
 
 def parquet_part(
-    run_id: str, plan_digest: str, shard: int, attempt: int, rows: IndexRange, *, text_bytes: int = 0
+    run_id: str,
+    plan_digest: str,
+    shard: int,
+    attempt: int,
+    rows: IndexRange,
+    *,
+    text_bytes: int = 0,
+    write_options: Mapping[str, object] | None = None,
 ) -> bytes:
     """The bytes of a real output part: column ``a`` (``"r<global index>"``) and the provenance columns, as the
     client worker writes them (``worker._output.with_provenance``, Parquet's default codec).
 
     With ``text_bytes`` each value is ``"r<global index> "`` followed by about that many bytes of words drawn from
     :data:`TEXT_WORDS` by frequency (rank ``r`` weighs ``1/r``, as in prose), seeded by ``rows.start``: the same
-    range gives the same bytes, and the text compresses about as generated prose does."""
+    range gives the same bytes, and the text compresses about as generated prose does. ``write_options`` go to
+    ``pyarrow.parquet.write_table`` as they are (default: none, the worker's own call)."""
     import pyarrow as pa
 
     pq: Any = importlib.import_module("pyarrow.parquet")  # untyped
@@ -736,7 +765,7 @@ def parquet_part(
         }
     )
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
+    pq.write_table(table, sink, **dict(write_options or {}))
     data: bytes = sink.getvalue().to_pybytes()
     return data
 
