@@ -45,6 +45,11 @@ from data_designer.slurm.runtime.store._coverage import (
     set_aside_parts,
     shard_coverage,
 )
+from data_designer.slurm.runtime.store._dataset_profiles import (
+    dataset_profile_file,
+    keep_dataset_profile,
+    read_dataset_profile,
+)
 from data_designer.slurm.runtime.store._layout import (
     JOB_NAME_PREFIX,
     MANIFEST,
@@ -220,6 +225,7 @@ __all__ = [
     "contributing_parts",
     "coverage_from",
     "create_run_directory",
+    "dataset_profile_file",
     "decode_record",
     "default_workers",
     "digest_problem",
@@ -234,6 +240,7 @@ __all__ = [
     "hash_part",
     "is_benchmark_id",
     "is_temporary_name",
+    "keep_dataset_profile",
     "last_line",
     "list_benchmark_dirs",
     "list_run_dirs",
@@ -259,6 +266,7 @@ __all__ = [
     "read_appended",
     "read_benchmark",
     "read_bounded",
+    "read_dataset_profile",
     "read_merge",
     "read_record",
     "read_retry_intents",
