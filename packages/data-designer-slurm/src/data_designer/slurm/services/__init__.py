@@ -1,7 +1,8 @@
 """Public Python services of data-designer-slurm: one operation per CLI command, each returning a frozen result.
 
 The services live in rooms by capability (``profiles``, ``plans``, ``runs``, ``collect``, ``benchmarks``, ``images``,
-and ``context``, what every call stands on); this face re-exports each room's operations.
+and ``context``, what every call stands on); this face re-exports each room's operations, and ``client``'s Python
+client (``SlurmDataDesigner`` and its run and benchmark handles) over them.
 
 Importing this face is cheap: each name is imported from its room on first use (PEP 562), so ``merge`` does not pay
 for the benchmark analysis, nor ``status`` for the images.
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
         list_benchmarks,
         run_benchmark,
     )
+    from data_designer.slurm.services.client import BenchmarkHandle, BenchmarkReport, RunHandle, SlurmDataDesigner
     from data_designer.slurm.services.collect import load_dataset, merge_run
     from data_designer.slurm.services.images import add_image, image_info, list_images, remove_image
     from data_designer.slurm.services.plans import plan_benchmark, plan_run
@@ -56,6 +58,10 @@ _ROOMS: dict[str, str] = {
     "find_benchmark": "data_designer.slurm.services.benchmarks",
     "list_benchmarks": "data_designer.slurm.services.benchmarks",
     "run_benchmark": "data_designer.slurm.services.benchmarks",
+    "BenchmarkHandle": "data_designer.slurm.services.client",
+    "BenchmarkReport": "data_designer.slurm.services.client",
+    "RunHandle": "data_designer.slurm.services.client",
+    "SlurmDataDesigner": "data_designer.slurm.services.client",
     "load_dataset": "data_designer.slurm.services.collect",
     "merge_run": "data_designer.slurm.services.collect",
     "add_image": "data_designer.slurm.services.images",
@@ -100,8 +106,12 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BenchmarkHandle",
+    "BenchmarkReport",
     "ProbeFailedError",
     "ProfileTemplate",
+    "RunHandle",
+    "SlurmDataDesigner",
     "add_image",
     "analyze_benchmark",
     "benchmark_status",
