@@ -33,6 +33,8 @@ RUNS = {"run.yaml": "lab", "run-containers.yaml": "pyxis", "run-multi-node.yaml"
 """Run examples and the cluster of the example profile their page plans them on."""
 BENCHMARKS = {"benchmark.yaml": "lab"}
 BAD = {"bad-run.yaml": "run", "bad-benchmark.yaml": "benchmark"}
+PYTHON = {"python_client.py": "python-api.mdx"}
+"""Python examples and the page that shows them (and runs them, offline, in the docs session)."""
 PAGES = ("runs.mdx", "benchmarks.mdx", "serving.mdx")
 """The pages whose ``check: file`` blocks are these examples (other pages may show other files of the same name)."""
 
@@ -58,7 +60,21 @@ def cluster(name: str) -> ClusterProfile:
 
 def test_every_example_file_is_listed_here() -> None:
     names = {p.name for p in EXAMPLES.iterdir()}
-    assert names == {"profile.yaml", *RUNS, *BENCHMARKS, *BAD}
+    assert names == {"profile.yaml", *RUNS, *BENCHMARKS, *BAD, *PYTHON}
+
+
+@pytest.mark.parametrize("name", sorted(PYTHON))
+def test_python_examples_are_shown_on_their_page_and_under_40_lines(name: str, check_docs: ModuleType) -> None:
+    text = (EXAMPLES / name).read_text(encoding="utf-8")
+    page = (FERN / "pages" / PYTHON[name]).read_text(encoding="utf-8")
+    shown = [
+        "\n".join(b.lines) + "\n"
+        for b in check_docs.parse_blocks(page)
+        if b.marker is not None and b.marker.kind == "file" and Path(b.marker.arg).name == name
+    ]
+    assert shown == [text], f"{PYTHON[name]} must show fern/examples/{name} once, as it is"
+    assert len(text.splitlines()) < 40
+    compile(text, name, "exec")
 
 
 @pytest.mark.parametrize("name", ["profile.yaml", *RUNS, *BENCHMARKS, *BAD])
