@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from data_designer.slurm.contracts import InvalidInputError
+from data_designer.slurm.contracts import InvalidInputError, SlurmExtensionError
 from data_designer.slurm.runtime.store import read_bounded, write_text_atomic
 
 CLIENT_DIR = ("data-designer-slurm", "python")
@@ -191,11 +191,7 @@ class ClientFiles:
         try:
             if read_bounded(path, operation=operation) == data:
                 return path
-        except Exception:  # missing or unreadable: written below
+        except SlurmExtensionError:  # missing or unreadable: written below
             pass
         write_text_atomic(path, text, overwrite=True, operation=operation, mode=_FILE_MODE)
         return path
-
-
-def names(values: Sequence[str] | None) -> list[str] | None:
-    return None if values is None else [str(v) for v in values]
