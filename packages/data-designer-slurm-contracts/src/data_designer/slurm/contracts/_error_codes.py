@@ -98,6 +98,8 @@ _BY_CATEGORY: Final[dict[ErrorCategory, tuple[str, ...]]] = {
         "int_type",
         "invalid_image_name",
         "invalid_image_reference",
+        "invalid_benchmark_source",
+        "invalid_config_source",
         "invalid_index",
         "invalid_input",
         "invalid_merge_layout",

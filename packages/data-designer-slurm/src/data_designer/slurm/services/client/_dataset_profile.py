@@ -34,7 +34,7 @@ def dataset_profile(
     """The profile of the merge ``merge`` describes: the kept one when it was computed from this manifest, else
     computed from ``load_frame()`` (the merged records) and kept."""
     if merge.merge_dir is None or merge.manifest is None:
-        raise InternalError("the merge has no directory to profile", code="merge_not_local", operation=_OPERATION)
+        raise InternalError("the merge has no directory to profile", code="internal_error", operation=_OPERATION)
     directory = Path(merge.merge_dir)
     manifest_sha = hashlib.sha256(read_bounded(merge.manifest, operation=_OPERATION)).hexdigest()
     kept = _kept(directory, manifest_sha)
