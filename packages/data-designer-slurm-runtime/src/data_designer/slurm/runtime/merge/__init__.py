@@ -30,6 +30,7 @@ from data_designer.slurm.runtime.merge._writer import (
     ROW_GROUP_ROWS,
     HashingSink,
     MergeWriter,
+    dictionary_columns,
 )
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "merge_job_argv",
     "merge_run_dir",
     "merge_snapshot",
+    "dictionary_columns",
     "merge_sources",
     "scan_footer",
     "source_digest",
