@@ -17,7 +17,7 @@ DEFAULT_ROW_GROUP_ROWS = 131_072
 DuckDB, Polars and Spark scan well; a file smaller than that is one row group)."""
 
 MAX_ROW_GROUP_ROWS = 1_048_576
-"""The most ``--row-group-rows`` may ask for (1Mi). A compacting merge holds about two row groups of decoded rows
+"""The most ``--row-group-rows`` may ask for (1Mi). A compacting merge holds about three row groups of decoded rows
 (one filling, one being encoded) and one source part, so the cap bounds its memory; it must also be at most
 ``--max-rows-per-file`` (a row group never spans two files)."""
 

@@ -7,6 +7,7 @@ directory atomically. See ``docs/architecture/run-directory.md`` ("Merges").
 """
 
 from data_designer.slurm.contracts import DEFAULT_MAX_ROWS_PER_FILE, DEFAULT_ROW_GROUP_ROWS, MAX_ROW_GROUP_ROWS
+from data_designer.slurm.runtime.merge._compact import ENCODERS, CompactWriter
 from data_designer.slurm.runtime.merge._footer import FooterScan, ThriftError, scan_footer
 from data_designer.slurm.runtime.merge._job_main import MERGE_MODULE, merge_job_argv
 from data_designer.slurm.runtime.merge._merge import (
@@ -37,10 +38,12 @@ __all__ = [
     "COMPRESSION",
     "DEFAULT_MAX_ROWS_PER_FILE",
     "DEFAULT_ROW_GROUP_ROWS",
+    "ENCODERS",
     "MAX_ROW_GROUP_ROWS",
     "MERGE_MODULE",
     "ROW_GROUP_BYTES",
     "ROW_GROUP_ROWS",
+    "CompactWriter",
     "FooterScan",
     "HashingSink",
     "MergeOptions",
@@ -54,13 +57,13 @@ __all__ = [
     "SpliceWriter",
     "ThriftError",
     "check_options",
+    "dictionary_columns",
     "footer_bytes",
     "latest_merge",
     "layout_matches",
     "merge_job_argv",
     "merge_run_dir",
     "merge_snapshot",
-    "dictionary_columns",
     "merge_sources",
     "scan_footer",
     "source_digest",

@@ -42,6 +42,7 @@ from data_designer.slurm.contracts.records import (
     MergeSource,
 )
 from data_designer.slurm.planner import canonical_json, check_output_location
+from data_designer.slurm.runtime.merge._compact import CompactWriter
 from data_designer.slurm.runtime.merge._footer import FooterScan
 from data_designer.slurm.runtime.merge._parts import PartBytes, PartReader
 from data_designer.slurm.runtime.merge._sources import NULL_TYPE, MergeSources, merge_sources
@@ -109,7 +110,7 @@ def check_options(options: MergeOptions) -> None:
     if rows > MAX_ROW_GROUP_ROWS:
         raise _bad_option(
             "--row-group-rows",
-            f"at most {MAX_ROW_GROUP_ROWS:,} rows (a compacting merge holds about two row groups in memory), "
+            f"at most {MAX_ROW_GROUP_ROWS:,} rows (a compacting merge holds about three row groups in memory), "
             f"got {rows:,}",
             f"--row-group-rows N <= {MAX_ROW_GROUP_ROWS}, or leave it out for {DEFAULT_ROW_GROUP_ROWS}",
         )
@@ -306,13 +307,26 @@ def _write_files(
         except BaseException:
             splicer.abort()
             raise
-    writer = MergeWriter(
-        temp,
-        _arrow_schema(layout, sources),
-        max_rows_per_file=options.max_rows_per_file,
-        provenance=options.provenance,
-        modes=modes,
-        row_group_rows=options.group_rows,
+    schema = _arrow_schema(layout, sources)
+    group_rows = options.group_rows
+    writer = (
+        CompactWriter(
+            temp,
+            schema,
+            max_rows_per_file=options.max_rows_per_file,
+            provenance=options.provenance,
+            modes=modes,
+            row_group_rows=group_rows,
+        )
+        if options.compact and group_rows is not None
+        else MergeWriter(
+            temp,
+            schema,
+            max_rows_per_file=options.max_rows_per_file,
+            provenance=options.provenance,
+            modes=modes,
+            row_group_rows=group_rows,
+        )
     )
     try:
         for item in sources.slices:

@@ -14,7 +14,8 @@ bytes.
 A full buffer is encoded on one background thread while the caller reads and checks the next parts (Arrow and
 hashlib release the GIL, so the two overlap on two cores); at most one row group is being encoded while the next
 one fills, in order, so memory stays bounded by two row groups and the bytes do not depend on the timing. An
-error of the encoding is raised by the ``write`` that fills the next buffer, or by ``close``.
+error of the encoding is raised by the ``write`` that fills the next buffer, or by ``close``. A compacting merge
+goes further (``_compact.CompactWriter``): its row groups are encoded on two threads at once and spliced in order.
 """
 
 from __future__ import annotations
