@@ -9,6 +9,7 @@ to a run and a benchmark by id and by name; progress and notebook display.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -532,3 +533,53 @@ def test_progress_off_shows_nothing() -> None:
     shown = Progress("off", echo=lines.append)
     shown.show(status(1))
     assert lines == []
+
+
+def test_progress_on_a_terminal_is_a_bar_drawn_to_the_final_state() -> None:
+    """``auto`` on a real terminal (stderr a pty) draws Rich's bar, ending at the final records."""
+    import pty
+    import subprocess
+
+    code = (
+        "from data_designer.slurm.contracts import RunStatus\n"
+        "from data_designer.slurm.services.client._progress import Progress\n"
+        "def status(done, state):\n"
+        "    return RunStatus.model_validate({'run_id': 'r-1', 'run_dir': '/ws/runs/r-1', 'name': 'r', 'cluster': 'c',\n"
+        "        'state': state, 'records_total': 200, 'records_done': done, 'shards_total': 2,\n"
+        "        'counts': {'running': 2}, 'shards': (), 'checked_at': '2026-12-02T00:00:00Z', 'evidence': 'live',\n"
+        "        'scheduler_calls': 1})\n"
+        "shown = Progress('auto')\n"
+        "print(shown.mode, flush=True)\n"
+        "shown.show(status(0, 'running'))\n"
+        "shown.show(status(200, 'succeeded'))\n"
+        "shown.close()\n"
+    )
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            stdout=subprocess.PIPE,
+            stderr=secondary,
+            env={**os.environ, "COLUMNS": "100", "TERM": "xterm"},
+            timeout=60,
+            check=True,
+        )
+        os.close(secondary)
+        secondary = -1
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # the pty's other end is closed: everything was read
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        if secondary >= 0:
+            os.close(secondary)
+        os.close(primary)
+    assert done.stdout.decode().strip() == "bar"
+    text = drawn.decode("utf-8", "replace")
+    assert "200/200" in text
+    assert "━" in text  # Rich's bar

@@ -96,11 +96,13 @@ class Progress:
             self._handle.update(_html_object(body) if self._display is None else body)
 
     def _show_rich(self, status: Any) -> None:
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as RichProgress
 
         if self._bar is None:
-            bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            bar = RichProgress(*columns, console=Console(stderr=True))  # the terminal the mode was chosen by
             bar.start()
             self._task = bar.add_task(safe(str(getattr(status, "run_id", ""))), total=status.records_total)
             self._bar = bar
