@@ -449,3 +449,23 @@ def test_analysis_csv_neutralises_reasons_and_keeps_negative_numbers() -> None:
     assert row["reason"] == "'=1+1"
     assert row["records_per_s_mean"] == "-1.5"
     assert row["case"] == "replicas.writer=1"
+
+
+def test_the_python_clients_escaping_is_the_clis() -> None:
+    """Notebook reprs (``services.context.safe``) and the CLI (``one_line``) escape exactly alike: the CLI keeps its
+    own copy only so that ``--help`` imports no services."""
+    from data_designer.slurm.cli._output import one_line
+    from data_designer.slurm.services.context import safe
+
+    hostile = [
+        "plain",
+        "bell\x07 and escape \x1b[31mred\x1b[0m",
+        "tab\tcr\rnl\n",
+        "c1 \x85 \x9b",
+        "bidi \u202e gnirts \u2066 \u200b",
+        "line sep \u2028 para \u2029",
+        "del \x7f",
+        "émoji ✓ 漢字",
+    ]
+    for text in hostile:
+        assert safe(text) == one_line(text), text

@@ -246,17 +246,11 @@ class _Progress:
 
 
 def summary(result: RunStatus) -> str:
-    """One line: state, records, shards per state, where the evidence came from and how old, the ETA."""
-    pct = 100.0 * result.records_done / result.records_total
-    parts = [
-        f"{result.run_id}: {result.state}",
-        f"records {result.records_done}/{result.records_total} ({pct:.0f}%)",
-        f"shards {_counts(result)}",
-        _evidence(result),
-    ]
-    if result.eta_s is not None and result.state in ("running", "pending") and result.eta_s > 0:
-        parts.append(f"ETA {_duration(result.eta_s)}")
-    return "; ".join(parts)
+    """One line: state, records, shards per state, where the evidence came from and how old, the ETA (the Python
+    client's line too: ``services._status_text``)."""
+    from data_designer.slurm.services.context import run_summary
+
+    return run_summary(result)
 
 
 def render_status(result: RunStatus, every_shard: bool) -> str:
@@ -373,21 +367,18 @@ def _job(shard: ShardStatus) -> str:
 
 
 def _counts(result: RunStatus) -> str:
-    return ", ".join(f"{count} {state}" for state, count in result.counts.items()) or "none"
+    from data_designer.slurm.services.context import counts_text
+
+    return counts_text(result.counts)
 
 
 def _evidence(result: RunStatus) -> str:
-    if result.evidence == "none":
-        return "no scheduler evidence"
-    age = f" ({_duration(result.evidence_age_s or 0.0)} old)" if result.evidence == "cached" else ""
-    failed = " and ".join(f"{item.source} {item.status}" for item in result.degraded)
-    return f"scheduler evidence {result.evidence}{age}" + (f", partial: {failed}" if failed else "")
+    from data_designer.slurm.services.context import evidence_text
+
+    return evidence_text(result)
 
 
 def _duration(seconds: float) -> str:
-    total = round(seconds)
-    if total < 120:
-        return f"{total}s"
-    if total < 7200:
-        return f"{total // 60}m{total % 60:02d}s"
-    return f"{total // 3600}h{(total % 3600) // 60:02d}m"
+    from data_designer.slurm.services.context import duration_text
+
+    return duration_text(seconds)

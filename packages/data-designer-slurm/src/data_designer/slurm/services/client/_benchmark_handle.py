@@ -17,7 +17,7 @@ from data_designer.slurm.runtime.polling import poll
 from data_designer.slurm.services.benchmarks import analyze_benchmark, benchmark_status
 from data_designer.slurm.services.client._progress import Progress, ProgressMode
 from data_designer.slurm.services.client._session import Session
-from data_designer.slurm.services.client._status_text import (
+from data_designer.slurm.services.context import (
     BENCHMARK_COLUMNS,
     benchmark_rows,
     benchmark_summary,

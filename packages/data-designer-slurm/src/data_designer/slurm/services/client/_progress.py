@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from data_designer.slurm.services.client._status_text import counts_text, run_summary, safe
+from data_designer.slurm.services.context import counts_text, run_summary, safe
 
 ProgressMode = Literal["auto", "jupyter", "bar", "lines", "off"]
 HEARTBEAT_S = 60.0

@@ -26,14 +26,14 @@ from data_designer.slurm.runtime.store import RunLayout, load_plan, read_run_rec
 from data_designer.slurm.services.client._dataset_profile import dataset_profile
 from data_designer.slurm.services.client._progress import Progress, ProgressMode
 from data_designer.slurm.services.client._session import Session
-from data_designer.slurm.services.client._status_text import (
+from data_designer.slurm.services.collect import load_dataset, merge_run
+from data_designer.slurm.services.context import (
     RUN_COLUMNS,
     html_table,
     run_rows,
     run_summary,
     text_table,
 )
-from data_designer.slurm.services.collect import load_dataset, merge_run
 from data_designer.slurm.services.runs import (
     cancel_run,
     locate_run,
