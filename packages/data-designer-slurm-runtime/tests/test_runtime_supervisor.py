@@ -29,6 +29,7 @@ from data_designer.slurm.contracts.records import (
     EXIT_CODES,
     HEARTBEAT_SCHEMA,
     PORT_SCHEMA,
+    SERVER_METRICS_SCHEMA,
     STATUS_SCHEMA,
     AttemptRecord,
     HeartbeatRecord,
@@ -241,6 +242,33 @@ def test_two_replicas_start_on_distinct_published_ports_and_both_answer(workspac
         "server-writer-1.log",
         "supervisor.log",
     ]
+
+
+@pytest.mark.host  # the supervisor refuses to start without the host (check_environment)
+def test_every_replica_s_metrics_are_sampled_while_the_client_runs_and_one_without_them_is_not_available(
+    workspace: Path,
+) -> None:
+    plan = compile_plan(request_log_dir=workspace, stand_in=True)
+    bare = plan.allocation.replicas[1].model_copy(update={"argv": (*plan.allocation.replicas[1].argv, "--no-metrics")})
+    replicas = (plan.allocation.replicas[0], bare)
+    plan = plan.model_copy(update={"allocation": plan.allocation.model_copy(update={"replicas": replicas})})
+    outcome = run_supervisor(workspace, plan.model_copy(update={"digest": plan_digest(plan)}))
+
+    assert outcome.status.status == "succeeded", outcome.stderr
+    record = outcome.read(outcome.layout.server_metrics(0, 1), SERVER_METRICS_SCHEMA)
+    assert record.finished
+    assert record.interval_s == 5.0
+    served, without = record.replicas
+    ports = [r.port for r in outcome.attempt.replicas]
+    assert [(r.alias, r.replica, r.url) for r in record.replicas] == [
+        ("writer", i, f"http://127.0.0.1:{port}/metrics") for i, port in enumerate(ports)
+    ]
+    assert served.available
+    assert served.aggregates is not None
+    assert served.aggregates.scrapes >= 1  # at once when the client starts
+    assert served.samples[0].kv_usage is not None
+    assert (without.available, without.reason, without.samples) == (False, "GET /metrics answered 404", ())
+    assert "writer-r1: no server metrics: GET /metrics answered 404" in outcome.stderr
 
 
 @pytest.mark.host  # the supervisor refuses to start without the host (check_environment)

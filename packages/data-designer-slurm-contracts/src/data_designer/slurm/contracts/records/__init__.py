@@ -110,6 +110,15 @@ from data_designer.slurm.contracts.records._schema import (
     RecordSchema,
     RecordSchemaName,
 )
+from data_designer.slurm.contracts.records._server_metrics import (
+    SERVER_METRICS_MAX_SAMPLES,
+    SERVER_METRICS_SCHEMA,
+    SERVER_METRICS_WRITE_EVERY,
+    ReplicaServerSamples,
+    ServerAggregates,
+    ServerSample,
+    ServerSamplesRecord,
+)
 from data_designer.slurm.contracts.records._status import (
     EXIT_CODES,
     EXIT_NOT_OURS,
@@ -159,6 +168,9 @@ __all__ = [
     "RETRY_SCHEMA",
     "RUN_ID_COLUMN",
     "RUN_SCHEMA",
+    "SERVER_METRICS_MAX_SAMPLES",
+    "SERVER_METRICS_SCHEMA",
+    "SERVER_METRICS_WRITE_EVERY",
     "SHARD_COLUMN",
     "STATUS_SCHEMA",
     "SUBMISSION_SCHEMA",
@@ -207,6 +219,7 @@ __all__ = [
     "RecordSchemaName",
     "ReplicaRecord",
     "ReplicaRequests",
+    "ReplicaServerSamples",
     "Requester",
     "ResumeClaim",
     "RetryIntent",
@@ -214,6 +227,9 @@ __all__ = [
     "Routing",
     "RunRecord",
     "SeedRewrite",
+    "ServerAggregates",
+    "ServerSample",
+    "ServerSamplesRecord",
     "SetAsidePart",
     "StatusRecord",
     "SubmissionRecord",

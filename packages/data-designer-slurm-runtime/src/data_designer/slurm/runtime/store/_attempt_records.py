@@ -29,6 +29,7 @@ from data_designer.slurm.contracts.records import (
     MANIFEST_SCHEMA,
     PORT_SCHEMA,
     PROGRESS_SCHEMA,
+    SERVER_METRICS_SCHEMA,
     STATUS_SCHEMA,
     AttemptRecord,
     ClaimOwner,
@@ -39,6 +40,7 @@ from data_designer.slurm.contracts.records import (
     OutputPart,
     PortRecord,
     RecordSchema,
+    ServerSamplesRecord,
     StatusRecord,
     WorkerProgress,
 )
@@ -88,6 +90,11 @@ class AttemptWriter:
 
     def write_progress(self, record: WorkerProgress) -> None:
         self._record(self.layout.progress(*self._key), PROGRESS_SCHEMA, record, "worker.progress", True)
+
+    def write_server_metrics(self, record: ServerSamplesRecord) -> None:
+        """``server-metrics.json``: the replicas' ``/metrics`` samples (the supervisor's scraper; replaced)."""
+        path = self.layout.server_metrics(*self._key)
+        self._record(path, SERVER_METRICS_SCHEMA, record, "supervisor.server_metrics", True)
 
     def make_ports_dir(self) -> Path:
         """``ports/``, where the launchers publish their port records themselves (``runtime/_launch.py``)."""

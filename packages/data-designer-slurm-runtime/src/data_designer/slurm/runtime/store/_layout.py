@@ -40,6 +40,7 @@ STATUS_RECORD = "status.json"
 MERGE_DIR = "merge"
 BENCHMARK_RECORD = "benchmark.json"
 ENDPOINTS_RECORD = "endpoints.json"
+SERVER_METRICS_RECORD = "server-metrics.json"
 PORTS_DIR = "ports"
 OBSERVATIONS_DIR = "observations"
 RETRIES_DIR = "retries"
@@ -285,6 +286,10 @@ class RunLayout:
 
     def endpoints(self, shard: int, attempt: int) -> Path:
         return self.attempt_dir(shard, attempt) / ENDPOINTS_RECORD
+
+    def server_metrics(self, shard: int, attempt: int) -> Path:
+        """What the replicas' ``/metrics`` said while the client ran (``ServerSamplesRecord``; the supervisor)."""
+        return self.attempt_dir(shard, attempt) / SERVER_METRICS_RECORD
 
     def ports_dir(self, shard: int, attempt: int) -> Path:
         return self.attempt_dir(shard, attempt) / PORTS_DIR

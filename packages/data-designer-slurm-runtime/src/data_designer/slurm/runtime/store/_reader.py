@@ -46,6 +46,7 @@ from data_designer.slurm.contracts.records import (
     RESUME_SCHEMA,
     RETRY_SCHEMA,
     RUN_SCHEMA,
+    SERVER_METRICS_SCHEMA,
     STATUS_SCHEMA,
     SUBMISSION_SCHEMA,
     IndexRange,
@@ -53,6 +54,7 @@ from data_designer.slurm.contracts.records import (
     OutputManifest,
     RecordSchema,
     RunRecord,
+    ServerSamplesRecord,
     SetAsidePart,
     SubmissionRecord,
 )
@@ -71,6 +73,7 @@ from data_designer.slurm.runtime.store._layout import (
     OUTPUT_DIR,
     PROGRESS_RECORD,
     RETRIES_DIR,
+    SERVER_METRICS_RECORD,
     STATUS_RECORD,
     RunLayout,
     format_attempt,
@@ -477,6 +480,16 @@ def _read_attempt(
             problems.append(f"{name} is {result.status.replace('_', ' ')}")
         return None
 
+    def server_samples() -> ServerSamplesRecord | None:
+        """With ``attempt_records``: ``server-metrics.json`` (missing, invalid or another attempt's: None)."""
+        if not attempt_records:
+            return None
+        count.files += 1
+        found = read_record(Path(f"{directory}/{SERVER_METRICS_RECORD}"), SERVER_METRICS_SCHEMA)
+        if not isinstance(found, RecordOk) or (found.payload.shard, found.payload.attempt) != (shard, number):
+            return None
+        return found.payload
+
     manifest = _valid_manifest(read(_MANIFEST_NAME, MANIFEST_SCHEMA), layout, plan_digest, shard, number, problems)
     damaged = (
         _damaged_parts(str(layout.run_dir), directory, shard, number, manifest, count) if manifest is not None else ()
@@ -490,6 +503,7 @@ def _read_attempt(
             manifest=manifest,
             record=done.payload if done else None,
             status=ended.payload if ended else None,
+            server_metrics=server_samples(),
             damaged=damaged,
         )
     status = read(STATUS_RECORD, STATUS_SCHEMA)
@@ -514,6 +528,7 @@ def _read_attempt(
         status=status.payload if status else None,
         last_log_line=last_line,
         problems=tuple(problems),
+        server_metrics=server_samples(),
         damaged=damaged,
     )
 

@@ -21,6 +21,7 @@ from data_designer.slurm.contracts.records import (
     ResumeClaim,
     RetryIntent,
     RunRecord,
+    ServerSamplesRecord,
     SetAsidePart,
     StatusRecord,
     SubmissionRecord,
@@ -45,6 +46,8 @@ class AttemptSnapshot:
     manifest: OutputManifest | None = None
     status: StatusRecord | None = None
     last_log_line: str | None = None
+    server_metrics: ServerSamplesRecord | None = None
+    """The replicas' ``/metrics`` samples, read only with ``attempt_records`` (None: not read, missing or invalid)."""
     problems: tuple[str, ...] = ()
     damaged: tuple[PartDamage, ...] = ()
     """Parts of its valid manifest that failed the cheap check (``store.check_part``) when it was read."""

@@ -85,6 +85,12 @@ from data_designer.slurm.runtime.supervisor._replicas import (
     stop_processes,
 )
 from data_designer.slurm.runtime.supervisor._served_models import ask_models, judge
+from data_designer.slurm.runtime.supervisor._server_metrics import (
+    SCRAPE_INTERVAL_S,
+    ScrapeTarget,
+    ServerScraper,
+    metrics_url,
+)
 from data_designer.slurm.runtime.supervisor._slurm_nodes import allocation_nodes
 from data_designer.slurm.runtime.supervisor._stopping import StopCause, classify_stop
 
@@ -133,8 +139,10 @@ class Supervisor:
         poll_s: float,
         heartbeat_s: float,
         stop_grace_s: float,
+        metrics_interval_s: float = SCRAPE_INTERVAL_S,
     ) -> None:
         self.plan, self.layout, self.task = plan, layout, task
+        self.metrics_interval_s = metrics_interval_s
         self.environ, self.runner, self.clock, self.stop = dict(environ), runner, clock, stop
         self.received = received
         self.poll_s, self.stop_grace_s = poll_s, stop_grace_s
@@ -421,16 +429,54 @@ class Supervisor:
         self.times["client_started"] = self.clock()
         self.write_attempt()
         self.say(f"client worker started: {' '.join(argv)}")
-        while True:
-            if self.stop.is_set():
-                self._drain(self.client, log)
-                return
-            code = self.client.poll()
-            if code is not None:
-                self._client_ended(code, log)
-                return
-            self._check_replicas()
-            self.stop.wait(self.poll_s)
+        scraper = self._scraper()
+        try:
+            while True:
+                if self.stop.is_set():
+                    self._drain(self.client, log)
+                    return
+                code = self.client.poll()
+                if code is not None:
+                    self._client_ended(code, log)
+                    return
+                self._check_replicas()
+                self.stop.wait(self.poll_s)
+        finally:
+            if scraper is not None:
+                self._end_scraping(scraper)
+
+    def _scraper(self) -> ServerScraper | None:
+        """Scrape every deployed replica's ``/metrics`` while the client runs (``_server_metrics``); None: none."""
+        targets = [
+            ScrapeTarget(r.plan.alias, r.plan.replica, metrics_url(r.address, r.port))
+            for r in self.replicas
+            if r.port is not None
+        ]
+        if not targets:
+            return None
+        scraper = ServerScraper(
+            self.writer, targets, clock=self.clock, interval_s=self.metrics_interval_s, say=self.say
+        )
+        scraper.start()
+        return scraper
+
+    def _end_scraping(self, scraper: ServerScraper) -> None:
+        """Stop scraping and write the final record; evidence lost never changes how the attempt ends."""
+        try:
+            record = scraper.stop()
+        except Exception as exc:
+            self.say(f"server metrics lost: {type(exc).__name__}: {exc}")
+            return
+        for replica in record.replicas:
+            name = f"{replica.alias}-r{replica.replica}"
+            if not replica.available:
+                self.say(f"{name}: no server metrics: {replica.reason}")
+            elif replica.aggregates is not None:
+                found = replica.aggregates
+                self.say(
+                    f"{name}: {found.scrapes} /metrics samples, waiting mean {found.waiting_mean} peak "
+                    f"{found.waiting_peak}, KV cache peak {found.kv_usage_peak}, preemptions {found.preemptions}"
+                )
 
     def _check_replicas(self) -> None:
         """Record replicas that ended; fail only when an alias has no live replica left."""

@@ -53,6 +53,7 @@ from data_designer.slurm.runtime.supervisor._environment import (
     run_layout,
 )
 from data_designer.slurm.runtime.supervisor._heartbeat import DEFAULT_HEARTBEAT_S
+from data_designer.slurm.runtime.supervisor._server_metrics import SCRAPE_INTERVAL_S
 
 """The attempt is claimed by someone else: this process writes nothing into it."""
 
@@ -90,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--poll-interval-s", type=float, default=DEFAULT_POLL_S, help="readiness and exit polling")
     parser.add_argument("--heartbeat-interval-s", type=float, default=DEFAULT_HEARTBEAT_S)
     parser.add_argument("--stop-grace-s", type=float, default=DEFAULT_STOP_GRACE_S, help="TERM to KILL")
+    parser.add_argument(
+        "--metrics-interval-s", type=float, default=SCRAPE_INTERVAL_S, help="seconds between /metrics scrapes"
+    )
     return parser
 
 
@@ -154,5 +158,6 @@ def _run(
         poll_s=args.poll_interval_s,
         heartbeat_s=args.heartbeat_interval_s,
         stop_grace_s=args.stop_grace_s,
+        metrics_interval_s=args.metrics_interval_s,
     )
     return supervisor.run()

@@ -1,7 +1,8 @@
-"""A stdlib OpenAI-compatible model server for tests, the demo and benchmarks: deterministic and breakable.
+"""An OpenAI-compatible model server for tests, the demo and benchmarks: deterministic and breakable (the standard
+library, and ``prometheus_client`` for ``/metrics``).
 
-Endpoints: ``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/completions``
-and ``POST /v1/embeddings``, with OpenAI's response shapes and ``usage`` counted in whitespace-split
+Endpoints: ``GET /health``, ``GET /metrics``, ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST
+/v1/completions`` and ``POST /v1/embeddings``, with OpenAI's response shapes and ``usage`` counted in whitespace-split
 words. Every answer is derived from a sha256 of the request body (canonical JSON), so the same request
 gets the same text from every replica except for the leading ``replica=<id>`` word that names the
 replica that served it. Structured requests get a JSON object built from the schema: an explicit
@@ -14,7 +15,19 @@ the start delay has passed; until then connections are refused. When it listens 
 ``ready HOST:PORT`` on stdout, and ``/health`` answers 200 with ``ready_at`` (Unix time), so a
 supervisor computes its readiness lag as (time it saw 200) - ``ready_at``.
 
-Failure injection: ``crash_at_start`` exits with :data:`EXIT_CRASH_AT_START` after the start delay
+Serving, like vLLM's scheduler: at most ``max_num_seqs`` inference requests run at once (each for ``latency_s``);
+the others wait, first come first served. ``GET /metrics`` (open without the API key, as vLLM's) answers Prometheus
+text with vLLM's own names, types and labels (``model_name``, ``engine="0"``; vLLM 0.32/0.33,
+``vllm/v1/metrics/loggers.py``), modelled from this state, never random: the gauges ``vllm:num_requests_running``
+(requests holding a slot), ``vllm:num_requests_waiting`` (admitted, waiting for one) and
+``vllm:kv_cache_usage_perc`` (running / ``max_num_seqs``: every sequence holds an equal share of the cache), and the
+counter ``vllm:num_preemptions_total`` (0: the stub never evicts a running request). ``metrics=False``
+(``--no-metrics``) answers 404 there, like a server without them.
+
+Failure injection: ``fail_fraction`` answers ``fail_status`` (500 or 503) to exactly that fraction of inference
+requests, deterministically by arrival: the n-th request (1-based, per replica) fails when ``floor(n * F)`` exceeds
+``floor((n - 1) * F)`` (F = 0.25: the 4th, 8th, ...; a fraction below 1 never fails the first), at once, without
+holding a slot. ``crash_at_start`` exits with :data:`EXIT_CRASH_AT_START` after the start delay
 with a message on stderr; ``crash_after=N`` exits hard (``os._exit(EXIT_CRASHED)``) right after the
 N-th inference request (chat, completion, embedding; Data Designer's own "Hello!" health check counts)
 was answered with 200; requests admitted beyond N never get an answer. ``/health`` and ``/v1/models``
@@ -46,6 +59,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+
 EXIT_BAD_ARGUMENTS = 2
 """Invalid flags, or ``--api-key-env`` names an unset variable (argparse uses 2 too)."""
 EXIT_BIND_FAILED = 3
@@ -54,6 +69,11 @@ EXIT_CRASH_AT_START = 4
 """``--crash-at-start``: the simulated startup failure."""
 EXIT_CRASHED = 5
 """``--crash-after N``: the simulated death after N answered inference requests."""
+
+DEFAULT_MAX_NUM_SEQS = 256
+"""vLLM's classic ``--max-num-seqs`` default: requests running at once before the rest wait."""
+FAIL_STATUSES = frozenset({500, 503})
+"""What ``--fail-status`` may answer (an internal error, or overloaded)."""
 
 _REPLICA_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 _INFERENCE_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/embeddings"})
@@ -77,6 +97,10 @@ class StubServerConfig:
     request_log: Path | None = None
     ignore_sigterm: bool = False
     permissive: bool = False
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    fail_fraction: float = 0.0
+    fail_status: int = 500
+    metrics: bool = True
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -93,6 +117,12 @@ class StubServerConfig:
             raise ValueError(f"max_tokens {self.max_tokens!r} must be at least 2 (replica and digest words)")
         if self.api_key == "":
             raise ValueError("api_key must not be empty (use None for no key)")
+        if self.max_num_seqs < 1:
+            raise ValueError(f"max_num_seqs {self.max_num_seqs!r} must be at least 1")
+        if not 0 <= self.fail_fraction <= 1:
+            raise ValueError(f"fail_fraction {self.fail_fraction!r} must lie in [0, 1]")
+        if self.fail_status not in FAIL_STATUSES:
+            raise ValueError(f"fail_status {self.fail_status!r} must be one of {sorted(FAIL_STATUSES)}")
 
 
 TEST_SERVER_MODULE = "data_designer.slurm.runtime.testing.test_server"
@@ -121,7 +151,56 @@ def stub_server_argv(
         argv.append("--ignore-sigterm")
     if config.permissive:
         argv.append("--permissive")
+    if config.max_num_seqs != DEFAULT_MAX_NUM_SEQS:
+        argv += ["--max-num-seqs", str(config.max_num_seqs)]
+    if config.fail_fraction:
+        argv += ["--fail-fraction", repr(config.fail_fraction), "--fail-status", str(config.fail_status)]
+    if not config.metrics:
+        argv.append("--no-metrics")
     return argv
+
+
+METRICS_CONTENT_TYPE = CONTENT_TYPE_LATEST
+"""What ``GET /metrics`` answers with: Prometheus text format 0.0.4, as vLLM's."""
+METRIC_RUNNING = "vllm:num_requests_running"
+METRIC_WAITING = "vllm:num_requests_waiting"
+METRIC_KV_USAGE = "vllm:kv_cache_usage_perc"
+METRIC_PREEMPTIONS = "vllm:num_preemptions"
+"""A counter: exposed as ``vllm:num_preemptions_total``, as ``prometheus_client`` (and so vLLM) names counters."""
+_LABELS = ("model_name", "engine")
+
+
+class _Metrics:
+    """vLLM's scheduler gauges and preemption counter in a registry of their own, set from the server's state."""
+
+    def __init__(self, model: str) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        labels = (model, "0")  # one engine: vLLM labels every series with the served name and the engine index
+        documented = {
+            METRIC_RUNNING: "Number of requests in model execution batches.",
+            METRIC_WAITING: "Number of requests waiting to be processed.",
+            METRIC_KV_USAGE: "KV-cache usage. 1 means 100 percent usage.",
+        }
+        self.gauges = {
+            name: Gauge(name, text, _LABELS, registry=self.registry).labels(*labels)
+            for name, text in documented.items()
+        }
+        text = "Cumulative number of preemption from the engine."
+        self.preemptions = Counter(METRIC_PREEMPTIONS, text, _LABELS, registry=self.registry).labels(*labels)
+        self.counted = 0
+
+    def render(self, running: int, waiting: int, max_num_seqs: int, preemptions: int) -> bytes:
+        self.gauges[METRIC_RUNNING].set(running)
+        self.gauges[METRIC_WAITING].set(waiting)
+        self.gauges[METRIC_KV_USAGE].set(running / max_num_seqs)
+        self.preemptions.inc(preemptions - self.counted)
+        self.counted = preemptions
+        return generate_latest(self.registry)
+
+
+def _fails(n: int, fraction: float) -> bool:
+    """Whether the n-th request (1-based) is one of ``fraction`` of them, spread evenly: floor(nF) > floor((n-1)F)."""
+    return math.floor(n * fraction) > math.floor((n - 1) * fraction)
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -155,6 +234,16 @@ class StubModelServer:
         # replies committed before they are written, under lock: /health counts these, so a client that has
         # read its reply always finds it counted (``answered`` only grows after the write, for --crash-after)
         self.replying = 0
+        self.arrived = 0  # inference requests that reached --fail-fraction's count, under lock
+        self.failed = 0  # of those, answered with the injected fail_status, under lock
+        self.running = 0  # inference requests holding one of max_num_seqs slots, under lock
+        self.waiting = 0  # inference requests waiting for a slot, under lock
+        self.preemptions = 0  # never raised: the stub evicts no running request
+        self.slots = threading.Condition(self.lock)
+        # In-process tests hold running requests (slot taken, no answer yet) with gate.clear(), release with set().
+        self.gate = threading.Event()
+        self.gate.set()
+        self._metrics = _Metrics(config.model) if config.metrics else None
         self.ready = threading.Event()
         self.ready_at: float | None = None
         self._log_lock = threading.Lock()
@@ -211,6 +300,16 @@ class StubModelServer:
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    @property
+    def metrics_text(self) -> Callable[[], bytes] | None:
+        """The ``/metrics`` page renderer; None with ``metrics=False`` (the route answers 404)."""
+        return None if self._metrics is None else self._render_metrics
+
+    def _render_metrics(self) -> bytes:
+        assert self._metrics is not None
+        with self.lock:  # one consistent state; rendering under the lock also keeps the registry single-writer
+            return self._metrics.render(self.running, self.waiting, self.config.max_num_seqs, self.preemptions)
+
     def log_request(self, path: str, status: int, body: dict[str, Any] | None) -> None:
         if self.config.request_log is None:
             return
@@ -250,6 +349,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if path == "/health":
                 self._send(HTTPStatus.OK, self._health())
+            elif path == "/metrics" and self.stub.metrics_text is not None:
+                self._send_text(HTTPStatus.OK, self.stub.metrics_text(), METRICS_CONTENT_TYPE)
             elif path == "/v1/models":
                 self._authorize()
                 self._send(HTTPStatus.OK, self._models())
@@ -268,6 +369,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._read_json()
             self._authorize()
             reply = self._infer(path, body)
+            self._maybe_fail()
         except _HandledError as error:
             self.stub.log_request(path, error.status, body)
             self._send_error(error)
@@ -297,6 +399,17 @@ class _Handler(BaseHTTPRequestHandler):
         given = self.headers.get("Authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {key}".encode()):
             raise _HandledError(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token", "invalid_api_key")
+
+    def _maybe_fail(self) -> None:
+        """``--fail-fraction``: the n-th valid inference request fails when floor(n F) > floor((n - 1) F)."""
+        stub = self.stub
+        with stub.lock:
+            stub.arrived += 1
+            fail = _fails(stub.arrived, stub.config.fail_fraction)
+            stub.failed += fail
+        if fail:
+            status = HTTPStatus(stub.config.fail_status)
+            raise _HandledError(status, f"injected failure ({stub.arrived}th request)", "injected_failure")
 
     def _drain_body(self) -> None:
         length = self.headers.get("Content-Length")
@@ -346,9 +459,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._crash(limit)
         if over_budget:
             threading.Event().wait()  # the process is about to die: this request never gets an answer
-        if stub.config.latency_s:
-            time.sleep(stub.config.latency_s)
-        stub.log_request(path, HTTPStatus.OK, body)
+        with stub.slots:  # at most max_num_seqs run at once; the others wait
+            stub.waiting += 1
+            while stub.running >= stub.config.max_num_seqs:
+                stub.slots.wait()
+            stub.waiting -= 1
+            stub.running += 1
+        try:
+            stub.gate.wait()
+            if stub.config.latency_s:
+                time.sleep(stub.config.latency_s)
+            stub.log_request(path, HTTPStatus.OK, body)
+        finally:
+            with stub.slots:  # generated: the slot goes to the next waiting request
+                stub.running -= 1
+                stub.slots.notify()
         with stub.lock:
             stub.replying += 1
         try:
@@ -371,6 +496,14 @@ class _Handler(BaseHTTPRequestHandler):
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-Replica-Id", self.stub.config.replica_id)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_text(self, status: HTTPStatus, data: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("X-Replica-Id", self.stub.config.replica_id)
         self.end_headers()

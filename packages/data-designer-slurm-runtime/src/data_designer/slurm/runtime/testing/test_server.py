@@ -27,10 +27,12 @@ from pathlib import Path
 from types import FrameType
 
 from data_designer.slurm.runtime.testing._test_server import (
+    DEFAULT_MAX_NUM_SEQS,
     EXIT_BAD_ARGUMENTS,
     EXIT_BIND_FAILED,
     EXIT_CRASH_AT_START,
     EXIT_CRASHED,
+    FAIL_STATUSES,
     TEST_SERVER_MODULE,
     StubModelServer,
     StubServerConfig,
@@ -44,7 +46,7 @@ class _Terminated(BaseException):
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=f"python -m {TEST_SERVER_MODULE}",
-        description="A deterministic OpenAI-compatible model server for tests (stdlib only).",
+        description="A deterministic OpenAI-compatible model server for tests, with vLLM's /metrics.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (only this one)")
     parser.add_argument("--port", type=int, required=True, help="port to bind; 0 picks a free one")
@@ -57,6 +59,25 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--replica-id", required=True, help="stamped into every answer as replica=<id>")
     parser.add_argument("--start-delay-s", type=float, default=0.0, help="seconds bound but not listening")
     parser.add_argument("--latency-s", type=float, default=0.0, help="seconds added to every inference request")
+    parser.add_argument(
+        "--max-num-seqs",
+        type=int,
+        default=DEFAULT_MAX_NUM_SEQS,
+        metavar="N",
+        help="inference requests running at once (each for --latency-s); the others wait (vllm:num_requests_waiting)",
+    )
+    parser.add_argument(
+        "--fail-fraction",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="answer --fail-status to this fraction of inference requests, by arrival: the n-th fails when "
+        "floor(nF) > floor((n-1)F)",
+    )
+    parser.add_argument(
+        "--fail-status", type=int, default=500, choices=sorted(FAIL_STATUSES), help="the injected failures' status"
+    )
+    parser.add_argument("--no-metrics", action="store_true", help="GET /metrics answers 404 (a server without it)")
     parser.add_argument("--crash-at-start", action="store_true", help=f"exit {EXIT_CRASH_AT_START} after the delay")
     parser.add_argument(
         "--fail-once-at-start",
@@ -116,6 +137,10 @@ def _config(args: argparse.Namespace) -> StubServerConfig:
         request_log=args.request_log,
         ignore_sigterm=args.ignore_sigterm,
         permissive=args.permissive,
+        max_num_seqs=args.max_num_seqs,
+        fail_fraction=args.fail_fraction,
+        fail_status=args.fail_status,
+        metrics=not args.no_metrics,
     )
     if args.fail_once_at_start is not None and not config.crash_at_start and _claim(args.fail_once_at_start):
         return dataclasses.replace(config, crash_at_start=True)  # claimed last: a refused config consumes nothing
