@@ -243,6 +243,19 @@ def test_the_digest_covers_everything_but_the_child_ids_and_reloads() -> None:
     assert benchmark_plan_digest(changed) != plan.digest
 
 
+def test_request_targets_at_their_defaults_keep_the_digest_a_benchmark_had_before_them() -> None:
+    axes = [{"axis": "concurrency", "alias": "writer", "values": [8, 16]}]
+    plan = plan_of(benchmark(axes))
+    body = plan.model_dump(mode="json", exclude={"digest": True, "children": {"__all__": {"child_id", "plan"}}})
+    targets = body["benchmark"]["targets"]
+    assert (targets.pop("max_error_rate"), targets.pop("max_p95_latency_s")) == (0.0, None)
+    assert sha256_digest(body) == plan.digest, "the digest of the targets issue 31 found"
+    explicit = plan_of(benchmark(axes, targets={"max_error_rate": 0, "max_p95_latency_s": None}))
+    assert explicit.digest == plan.digest
+    assert plan_of(benchmark(axes, targets={"max_error_rate": 0.01})).digest != plan.digest
+    assert plan_of(benchmark(axes, targets={"max_p95_latency_s": 2.5})).digest != plan.digest
+
+
 def test_equal_cases_give_equal_plan_digests_across_benchmarks() -> None:
     one = plan_of(benchmark([{"axis": "concurrency", "alias": "writer", "values": [8, 16]}]))
     other = plan_of(

@@ -8,7 +8,9 @@ contributing attempt), with round numbers so every expected value is written out
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
+import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,6 +21,7 @@ from hypothesis import strategies as st
 
 from data_designer.slurm.contracts import AnalysisTargets, BenchmarkAnalysis, ClusterFacts, Stat
 from data_designer.slurm.contracts.records import (
+    AliasRequests,
     AttemptRecord,
     BenchmarkChildEntry,
     BenchmarkRecord,
@@ -26,6 +29,7 @@ from data_designer.slurm.contracts.records import (
     ModelUsage,
     OutputManifest,
     Requester,
+    RequestEvidence,
     StatusRecord,
     Timings,
 )
@@ -39,6 +43,7 @@ from data_designer.slurm.runtime.analysis import (
     analysis_json,
     analyze,
 )
+from data_designer.slurm.runtime.requests import RequestRecorder
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 DIGEST = "d" * 64
@@ -514,7 +519,32 @@ def test_csv_has_the_fixed_header_and_one_row_per_case() -> None:
     assert "\r" not in text
     rows = list(csv.reader(io.StringIO(text)))
     assert tuple(rows[0]) == CSV_HEADER
-    assert len(CSV_HEADER) == len(set(CSV_HEADER)) == 6 + 3 * len(STAT_METRICS) + 7
+    assert len(CSV_HEADER) == len(set(CSV_HEADER)) == 6 + 3 * len(STAT_METRICS) + 7 + 15 + 2 + 4
+    assert CSV_HEADER[6 + 3 * len(STAT_METRICS) + 5 :] == (  # the documented tail (issue 31), fixed
+        "pareto",
+        "best",
+        "requests_sent",
+        "requests_succeeded",
+        "requests_failed",
+        "requests_failed_timeout",
+        "requests_failed_connection",
+        "requests_failed_status",
+        "requests_retried",
+        "error_rate",
+        "latency_p50_s",
+        "latency_p90_s",
+        "latency_p95_s",
+        "latency_p99_s",
+        "latency_mean_s",
+        "latency_bucket_error",
+        "output_tokens_per_request",
+        "feasible",
+        "infeasible_reason",
+        "queue_waiting_mean",
+        "queue_waiting_peak",
+        "kv_cache_usage_peak",
+        "preemptions",
+    )
     cells = [dict(zip(CSV_HEADER, row, strict=True)) for row in rows[1:]]
     assert [c["case_index"] for c in cells] == ["0", "1", "2", "3"]
     one = cells[1]
@@ -533,6 +563,8 @@ def test_csv_has_the_fixed_header_and_one_row_per_case() -> None:
     three = cells[3]
     assert (three["complete"], three["reason"]) == ("false", "child 7 (failed): shard 0: server_died (exit 11)")
     assert (three["time_to_target_s"], three["projected_jobs"], three["within_budget"]) == ("", "", "")
+    assert all(c["requests_sent"] == c["latency_p95_s"] == c["queue_waiting_peak"] == "" for c in cells)
+    assert [c["feasible"] for c in cells] == ["true"] * 4, "no request evidence: not judged"
 
 
 def test_json_holds_no_observation_time() -> None:
@@ -590,3 +622,168 @@ def test_the_front_is_exactly_the_undominated_ranked_cases(
     for c in analysis.cases:
         assert c.records_per_s.mean is not None
         assert math.isclose(c.records_per_s.mean, round(numbers[c.case_index][0] / numbers[c.case_index][1], 6))
+
+
+# -- request evidence (issue 31) ------------------------------------------------------------------------------------
+
+
+def alias_requests(
+    latencies_ms: list[float], *, failed: dict[int, int] | None = None, timeouts: int = 0, tokens: int = 10
+) -> AliasRequests:
+    """What a router records: each latency a successful request with ``tokens`` output tokens, then failures."""
+    recorder = RequestRecorder()
+    for ms in latencies_ms:
+        recorder.sent()
+        recorder.ended("succeeded", latency_ns=round(ms * 1_000_000), tokens=tokens)
+    for status, n in (failed or {}).items():
+        for _ in range(n):
+            recorder.sent()
+            recorder.ended("status", status=status)
+    for _ in range(timeouts):
+        recorder.sent()
+        recorder.ended("timeout")
+    return recorder.snapshot()
+
+
+def with_requests(evidence: ChildEvidence, *per_attempt: AliasRequests | None) -> ChildEvidence:
+    """``evidence`` whose attempts carry ``requests.json`` (one alias, ``writer``; None: the attempt has none)."""
+    attempts = tuple(
+        dataclasses.replace(
+            a, requests=None if r is None else RequestEvidence(shard=0, attempt=a.number, final=True, aliases={"w": r})
+        )
+        for a, r in zip(evidence.attempts, per_attempt, strict=True)
+    )
+    return dataclasses.replace(evidence, attempts=attempts)
+
+
+FAST = [10.0] * 9 + [100.0]  # ms: p50 and p90 in the 10 ms bucket, p95/p99 in the 100 ms one
+SLOW = [200.0] * 9 + [2000.0]
+
+
+def request_children() -> list[ChildEvidence]:
+    """The sweep with request evidence: case 0 (the best and on the front without it) fails 2 of 20 requests,
+    case 1 is slow, case 2 is fast, case 3 has a failed repeat."""
+    children = sweep_children()
+    evidence = {
+        0: alias_requests(FAST[:8], failed={500: 2}),
+        1: alias_requests(FAST),
+        2: alias_requests(SLOW),
+        3: alias_requests(SLOW),
+        4: alias_requests(FAST),
+        5: alias_requests(FAST),
+        6: alias_requests(FAST),
+    }
+    return [with_requests(c, evidence[c.index]) if c.index in evidence else c for c in children]
+
+
+def test_a_childs_requests_are_counted_with_exact_percentiles() -> None:
+    analysis = analyze(benchmark(CASES, repeats=2), request_children())
+    one = analysis.children[1].requests
+    assert one is not None
+    assert (one.sent, one.succeeded, one.failed, one.retried, one.error_rate) == (10, 10, 0, 0, 0.0)
+    ten_ms = round(math.sqrt(9514 * 11314) / 1e6, 6)  # bucket [9.514, 11.314) ms
+    hundred_ms = round(math.sqrt(90510 * 107635) / 1e6, 6)  # bucket [90.51, 107.635) ms: 98.702 ms
+    assert (one.latency_p50_s, one.latency_p90_s) == (ten_ms, ten_ms)
+    assert (one.latency_p95_s, one.latency_p99_s) == (hundred_ms, hundred_ms)
+    assert one.latency_mean_s == 0.019  # exact: (9 x 10 + 100) / 10 ms
+    assert one.latency_bucket_error == 0.090508
+    assert one.output_tokens_per_request == 10.0
+    assert one.latency_us.buckets == ((14, 9), (27, 1))
+    failing = analysis.children[0].requests
+    assert failing is not None
+    assert (failing.sent, failing.failed, failing.error_rate) == (10, 2, 0.2)
+    assert [(s.status, s.count) for s in failing.failed_status] == [(500, 2)]
+
+
+def test_a_case_over_the_error_rate_or_the_p95_target_is_infeasible_and_never_best_nor_pareto() -> None:
+    targets = AnalysisTargets(max_error_rate=0.05, max_p95_latency_s=1.0)
+    analysis = analyze(benchmark(CASES, repeats=2, targets=targets), request_children())
+    failing, slow, fast, incomplete = analysis.cases
+    assert failing.requests is not None
+    assert (failing.requests.sent, failing.requests.failed, failing.requests.error_rate) == (20, 2, 0.1)
+    assert (failing.complete, failing.feasible) == (True, False)
+    assert failing.infeasible_reason == ("error rate 0.1 (2 of 20 requests failed) exceeds max_error_rate 0.05")
+    assert slow.requests is not None
+    assert slow.requests.latency_p95_s == round(math.sqrt(1_722_156 * 2_048_000) / 1e6, 6)  # 1.878 s
+    assert (slow.feasible, slow.infeasible_reason) == (
+        False,
+        f"p95 latency {slow.requests.latency_p95_s:g} s exceeds max_p95_latency_s 1 (bucket error ±9.05%)",
+    )
+    # bucket [181.019, 215.269) ms, its midpoint (197.4 ms) clamped to the observed min: higher than the fast's
+    assert slow.requests.latency_p90_s == 0.2
+    assert fast.requests is not None
+    assert fast.requests.latency_p90_s == round(math.sqrt(9514 * 11314) / 1e6, 6)
+    assert (fast.feasible, fast.infeasible_reason) == (True, None)
+    assert (analysis.best, analysis.pareto) == (2, (2,))
+    assert not failing.best
+    assert not failing.pareto
+    assert incomplete.requests is not None, "its measured repeat's requests"
+    assert not incomplete.complete
+
+
+def test_the_default_error_target_is_zero_failed_requests() -> None:
+    analysis = analyze(benchmark(CASES, repeats=2), request_children())
+    assert [c.feasible for c in analysis.cases] == [False, True, True, True]
+    assert analysis.best == 1
+    assert 0 not in analysis.pareto
+
+
+def test_request_evidence_missing_in_any_attempt_is_none_never_zero() -> None:
+    children = request_children()
+    retried = child(1, 1, Run(100, 40.0, 144.0), Run(100, 40.0, 144.0))
+    children[1] = with_requests(retried, alias_requests(FAST), None)
+    analysis = analyze(benchmark(CASES, repeats=2), children)
+    assert analysis.children[1].requests is None
+    assert analysis.cases[0].requests is None, "not every repeat has request evidence"
+    assert (analysis.cases[0].feasible, analysis.cases[0].infeasible_reason) == (True, None), "not judged"
+    for case in analysis.cases:
+        assert (case.queue_waiting_mean, case.queue_waiting_peak, case.kv_cache_usage_peak, case.preemptions) == (
+            None,
+            None,
+            None,
+            None,
+        )
+
+
+def test_a_retried_childs_attempts_and_a_cases_repeats_are_merged() -> None:
+    children = request_children()
+    retried = child(1, 1, Run(100, 40.0, 144.0), Run(100, 40.0, 144.0))
+    children[1] = with_requests(retried, alias_requests(FAST[:5]), alias_requests(FAST[5:], timeouts=1))
+    analysis = analyze(benchmark(CASES, repeats=2), children)
+    merged = analysis.children[1].requests
+    assert merged is not None
+    assert (merged.sent, merged.succeeded, merged.failed_timeout, merged.latency_us.count) == (11, 10, 1, 10)
+    case = analysis.cases[0].requests
+    assert case is not None
+    assert (case.sent, case.succeeded, case.failed, case.failed_timeout) == (21, 18, 3, 1)
+    assert case.latency_us.count == 18
+
+
+def test_request_columns_in_the_csv_and_histograms_in_the_json_are_deterministic() -> None:
+    record = benchmark(CASES, repeats=2, targets=AnalysisTargets(max_error_rate=0.05, max_p95_latency_s=1.0))
+    children = request_children()
+    analysis = analyze(record, children)
+    assert analysis_json(analyze(record, list(reversed(children)))) == analysis_json(analysis)
+    rows = list(csv.reader(io.StringIO(analysis_csv(analysis))))
+    cells = [dict(zip(CSV_HEADER, row, strict=True)) for row in rows[1:]]
+    failing = cells[0]
+    assert (failing["requests_sent"], failing["requests_succeeded"], failing["requests_failed"]) == ("20", "18", "2")
+    assert (failing["requests_failed_status"], failing["requests_failed_timeout"]) == ("500=2", "0")
+    assert (failing["error_rate"], failing["feasible"], failing["pareto"], failing["best"]) == (
+        "0.1",
+        "false",
+        "false",
+        "false",
+    )
+    assert failing["infeasible_reason"].startswith("error rate 0.1")
+    assert (failing["latency_bucket_error"], failing["output_tokens_per_request"]) == ("0.090508", "10.0")
+    assert cells[2]["latency_p50_s"] == repr(round(math.sqrt(9514 * 11314) / 1e6, 6))
+    assert (cells[2]["feasible"], cells[2]["best"], cells[2]["queue_waiting_mean"], cells[2]["preemptions"]) == (
+        "true",
+        "true",
+        "",
+        "",
+    )
+    payload = json.loads(analysis_json(analysis))
+    assert payload["cases"][2]["requests"]["latency_us"]["buckets"] == [[14, 18], [27, 2]]
+    assert payload["children"][1]["requests"]["latency_us"]["count"] == 10

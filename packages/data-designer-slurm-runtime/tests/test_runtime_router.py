@@ -6,6 +6,7 @@ the test server's own subprocess with ``--crash-after N`` (the crash ends the wh
 
 from __future__ import annotations
 
+import http.server
 import json
 import subprocess
 import threading
@@ -225,3 +226,92 @@ def test_a_replica_dying_mid_run_is_failed_over(
     assert stats.unrouted == 0
     assert len(stats.failover_s) == stats.failovers
     assert all(0 <= seconds < 5 for seconds in stats.failover_s)
+
+
+# -- request evidence (issue 31) ------------------------------------------------------------------------------------
+
+
+class _Scripted(http.server.BaseHTTPRequestHandler):
+    """A tiny upstream: ``/status/<code>`` answers that status, ``/hang`` never answers in time."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.endswith("/hang"):
+            self.server.release.wait(10)  # type: ignore[attr-defined]
+            return
+        code = int(self.path.rsplit("/", 1)[-1])
+        body = b'{"error":{"message":"scripted"}}'
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def scripted() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
+    server.daemon_threads = True
+    server.release = threading.Event()  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.release.set()  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()
+
+
+def send(router: Router, path: str) -> int:
+    request = urllib.request.Request(router.base_url + path, data=b"{}", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        exc.read()
+        return int(exc.code)
+
+
+def test_the_router_counts_successes_with_their_latency_and_output_tokens(two_stubs: list[StubModelServer]) -> None:
+    with Router([stub.base_url for stub in two_stubs]) as router:
+        replies = [post(router, text=f"q{i}") for i in range(8)]
+    evidence = router.requests.snapshot()
+    assert (evidence.sent, evidence.succeeded, evidence.failed, evidence.retried) == (8, 8, 0, 0)
+    assert evidence.latency_us.count == 8
+    assert evidence.latency_us.min is not None
+    assert evidence.latency_us.min > 0
+    tokens = [reply["usage"]["completion_tokens"] for _, reply in replies]
+    assert (evidence.output_tokens.count, evidence.output_tokens.sum) == (8, sum(tokens))
+    assert (evidence.output_tokens.min, evidence.output_tokens.max) == (min(tokens), max(tokens))
+
+
+def test_the_router_counts_failures_by_status_and_failovers(two_stubs: list[StubModelServer], scripted: str) -> None:
+    with Router([scripted]) as router:
+        statuses = [send(router, path) for path in ("/status/500", "/status/500", "/status/429", "/status/200")]
+    assert statuses == [500, 500, 429, 200]
+    evidence = router.requests.snapshot()
+    assert (evidence.sent, evidence.succeeded, evidence.failed) == (4, 1, 3)
+    assert [(item.status, item.count) for item in evidence.failed_status] == [(429, 1), (500, 2)]
+    assert evidence.output_tokens.count == 0, "an answer without usage reports no tokens"
+    with Router([dead_url(), two_stubs[0].base_url], cooldown_s=60) as failing_over:
+        assert [post(failing_over)[0] for _ in range(3)] == [200] * 3
+    evidence = failing_over.requests.snapshot()
+    assert (evidence.sent, evidence.succeeded, evidence.failed, evidence.retried) == (3, 3, 0, 1)
+
+
+def test_the_router_tells_timeouts_from_connection_failures(scripted: str) -> None:
+    with Router([scripted], timeout_s=0.2) as router:
+        assert send(router, "/hang") == 502
+    evidence = router.requests.snapshot()
+    assert (evidence.sent, evidence.failed_timeout, evidence.failed_connection, evidence.succeeded) == (1, 1, 0, 0)
+    with Router([dead_url(), dead_url()], cooldown_s=60) as dead:
+        assert send(dead, "/v1/chat/completions") == 502
+    evidence = dead.requests.snapshot()
+    assert (evidence.sent, evidence.failed_timeout, evidence.failed_connection, evidence.retried) == (1, 0, 1, 1)
+    assert evidence.latency_us.count == 0, "only successful requests have a latency"

@@ -23,6 +23,7 @@ from data_designer.slurm.contracts.records import (
     MANIFEST_SCHEMA,
     PORT_SCHEMA,
     PROGRESS_SCHEMA,
+    REQUESTS_SCHEMA,
     RUN_SCHEMA,
     STATUS_SCHEMA,
     SUBMISSION_SCHEMA,
@@ -205,6 +206,7 @@ RECORD_NAMES: dict[str, RecordSchema[Any]] = {
     "endpoints.json": ENDPOINTS_SCHEMA,
     "heartbeat.json": HEARTBEAT_SCHEMA,
     "progress.json": PROGRESS_SCHEMA,
+    "requests.json": REQUESTS_SCHEMA,
     "status.json": STATUS_SCHEMA,
     "manifest.json": MANIFEST_SCHEMA,
 }
@@ -219,6 +221,7 @@ def test_every_record_of_every_outcome_reads_ok(mixed: RunLayout) -> None:
             seen[name] += 1
     # 10 shards wrote an attempt; 2 each of succeeded/partial wrote a manifest; 2 running have no status.
     assert (seen["claim"], seen["manifest.json"], seen["status.json"], seen["endpoints.json"]) == (10, 4, 8, 8)
+    assert seen["requests.json"] == 4, "beside every manifest"
 
 
 def test_shards_take_their_chunks_job_ids(tmp_path: Path) -> None:
@@ -243,7 +246,7 @@ def test_a_thousand_shards(tmp_path: Path) -> None:
     files = Counter(name for _, _, names in os.walk(layout.shards_dir) for name in names)
     assert len(os.listdir(layout.shards_dir)) == 1000
     assert files["manifest.json"] == files["status.json"] == files["part-00000.parquet"] == 1000
-    assert sum(files.values()) == 12 * 1000
+    assert sum(files.values()) == 13 * 1000  # requests.json beside the manifest
 
 
 def _shard_files(layout: RunLayout) -> dict[str, bytes]:

@@ -8,6 +8,7 @@ from data_designer.slurm.contracts._analysis import (
     CaseAnalysis,
     ChildMeasurement,
     Projection,
+    RequestSummary,
     Stat,
 )
 from data_designer.slurm.contracts._benchmark import (
@@ -412,6 +413,7 @@ __all__ = [
     "RecordPolicy",
     "ReplicaPlan",
     "ReplicasAxis",
+    "RequestSummary",
     "RetryResult",
     "RetryShardResult",
     "RunDryRun",

@@ -16,6 +16,7 @@ from data_designer.slurm.contracts._benchmark import AnalysisTargets
 from data_designer.slurm.contracts._benchmark_plan import CaseValue
 from data_designer.slurm.contracts._run_status import SchedulerEvidence
 from data_designer.slurm.contracts._types import FROZEN
+from data_designer.slurm.contracts.records import LATENCY_RELATIVE_ERROR, Histogram, StatusCount
 
 ANALYSIS_SCHEMA_VERSION = 1
 
@@ -30,6 +31,38 @@ class Stat(BaseModel):
     mean: float | None = Field(description="None when no repeat has the metric (e.g. no usage counts).")
     std: float | None = Field(description="Sample standard deviation (n - 1); None when n < 2.")
     n: NonNegativeInt = Field(description="Repeats that have the metric.")
+
+
+class RequestSummary(BaseModel):
+    """The requests of a child (its contributing attempts) or a case (its repeats), every routed alias merged, from
+    ``requests.json`` (``contracts.records.RequestEvidence``). Percentiles are read off the merged latency
+    histogram at the geometric midpoint of their bucket, clamped to the observed min and max: within
+    ``latency_bucket_error`` of the true value (relatively) between 1 ms and about 70 minutes."""
+
+    model_config = FROZEN
+
+    sent: NonNegativeInt
+    succeeded: NonNegativeInt
+    failed: NonNegativeInt = Field(description="failed_timeout + failed_connection + every failed status.")
+    failed_timeout: NonNegativeInt
+    failed_connection: NonNegativeInt
+    failed_status: tuple[StatusCount, ...] = Field(strict=False, description="Non-2xx answers per status.")
+    failed_status_other: NonNegativeInt
+    retried: NonNegativeInt = Field(description="Failovers: exchanges re-sent to another replica.")
+    error_rate: NonNegativeFloat | None = Field(description="failed / sent; None when nothing was sent.")
+    latency_p50_s: NonNegativeFloat | None = Field(description="None without a successful request.")
+    latency_p90_s: NonNegativeFloat | None
+    latency_p95_s: NonNegativeFloat | None
+    latency_p99_s: NonNegativeFloat | None
+    latency_mean_s: NonNegativeFloat | None = Field(description="Exact: the histogram's sum / count.")
+    latency_bucket_error: float = Field(
+        default=round(LATENCY_RELATIVE_ERROR, 6), description="The percentiles' relative error bound (2^(1/8) - 1)."
+    )
+    output_tokens_per_request: NonNegativeFloat | None = Field(
+        description="Mean usage.completion_tokens over the answers that report it; None when none does."
+    )
+    latency_us: Histogram = Field(description="The merged latency histogram (microseconds, fixed buckets).")
+    output_tokens: Histogram = Field(description="Output tokens per request: count, sum, min, max.")
 
 
 class ChildMeasurement(BaseModel):
@@ -66,6 +99,9 @@ class ChildMeasurement(BaseModel):
     gpus: NonNegativeInt | None = Field(default=None, description="GPUs held: nodes x GPUs per node when exclusive.")
     gpu_hours: NonNegativeFloat | None = Field(default=None, description="gpus x wall_s / 3600.")
     gpu_hours_per_1k: NonNegativeFloat | None = Field(default=None, description="gpu_hours / records x 1000.")
+    requests: RequestSummary | None = Field(
+        default=None, description="Its requests; None when an attempt has no requests.json (not available)."
+    )
 
 
 class Projection(BaseModel):
@@ -121,6 +157,25 @@ class CaseAnalysis(BaseModel):
         "records_per_s): the second Pareto objective.",
     )
     projection: Projection | None = None
+    requests: RequestSummary | None = Field(
+        default=None, description="Every repeat's requests merged; None unless every measured repeat has them."
+    )
+    feasible: bool = Field(
+        default=True,
+        description="False: its error rate or p95 latency exceeds the targets; it is then never best nor on the "
+        "Pareto set. Without request evidence a case is not judged (True).",
+    )
+    infeasible_reason: str | None = Field(default=None, description="Which target it misses, with its value.")
+    queue_waiting_mean: NonNegativeFloat | None = Field(
+        default=None, description="Mean requests waiting in the servers' queues (server samples); None: not available."
+    )
+    queue_waiting_peak: NonNegativeFloat | None = Field(
+        default=None, description="Peak requests waiting; None: not available."
+    )
+    kv_cache_usage_peak: NonNegativeFloat | None = Field(
+        default=None, description="Peak KV-cache usage (0..1); None: not available."
+    )
+    preemptions: NonNegativeInt | None = Field(default=None, description="Preempted requests; None: not available.")
     pareto: bool = Field(default=False, description="On the Pareto front of throughput per GPU and time to target.")
     best: bool = Field(default=False, description="The lowest mean GPU-hours per 1,000 records among ranked cases.")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, PositiveInt, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, PositiveFloat, PositiveInt, model_validator
 from pydantic_core import PydanticCustomError
 
 from data_designer.slurm.contracts._limits import MAX_AXIS_VALUES
@@ -148,6 +148,16 @@ class AnalysisTargets(BaseModel):
     total_records: PositiveInt | None = None
     gpu_budget_hours: PositiveInt | None = None
     target_runtime_per_job_s: PositiveInt | None = None
+    max_error_rate: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="A case whose failed / sent requests exceed this is infeasible (never best nor on the Pareto "
+        "set); 0: any failed request does.",
+    )
+    max_p95_latency_s: PositiveFloat | None = Field(
+        default=None, description="A case whose p95 request latency exceeds this (seconds) is infeasible."
+    )
 
 
 class BenchmarkSpec(BaseModel):

@@ -151,9 +151,19 @@ def expand(
 
 def benchmark_plan_digest(plan: BenchmarkPlan) -> str:
     """sha256 of the canonical JSON of ``plan`` without its digest, its child ids and its child plans (their digests
-    stand for them)."""
+    stand for them). The request targets added later (``max_error_rate``, ``max_p95_latency_s``) count only when set
+    away from their defaults, so a benchmark file that does not name them keeps its digest and its id."""
     body = plan.model_dump(mode="json", exclude={"digest": True, "children": {"__all__": {"child_id", "plan"}}})
+    targets = body["benchmark"]["targets"]
+    for key, default in _LATER_TARGETS.items():
+        if targets.get(key) == default:
+            del targets[key]
     return sha256_digest(body)
+
+
+_LATER_TARGETS: dict[str, object] = {"max_error_rate": 0.0, "max_p95_latency_s": None}
+"""Analysis targets added after benchmark digests were first published, with their defaults (left out of the
+digest at those values)."""
 
 
 def child_id(benchmark_digest: str, case: Sequence[CaseValue], plan_digest: str, repeat: int) -> str:

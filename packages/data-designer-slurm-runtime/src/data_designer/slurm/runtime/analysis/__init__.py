@@ -7,12 +7,22 @@ from data_designer.slurm.runtime.analysis._analyze import (
     ChildEvidence,
     analyze,
     evidence_digest,
+    summarize,
 )
-from data_designer.slurm.runtime.analysis._encode import CSV_HEADER, STAT_METRICS, analysis_csv, analysis_json
+from data_designer.slurm.runtime.analysis._encode import (
+    CSV_HEADER,
+    REQUEST_COLUMNS,
+    SERVER_COLUMNS,
+    STAT_METRICS,
+    analysis_csv,
+    analysis_json,
+)
 
 __all__ = [
     "CSV_HEADER",
     "DIGITS",
+    "REQUEST_COLUMNS",
+    "SERVER_COLUMNS",
     "STAT_METRICS",
     "AttemptEvidence",
     "Capacity",
@@ -21,4 +31,5 @@ __all__ = [
     "analysis_json",
     "analyze",
     "evidence_digest",
+    "summarize",
 ]

@@ -11,10 +11,17 @@ state and why), over the attempts whose valid manifests contributed records (a r
 - wall_s = sum of final status time - supervisor start (``status.json``) over contributing attempts;
 - gpus = nodes x GPUs per node for an exclusive allocation, else the GPUs its replicas use;
 - gpu_hours = gpus x wall_s / 3600; gpu_hours_per_1k = gpu_hours / records x 1000;
-- records_per_s_per_gpu = records_per_s / gpus (None for a CPU-only case).
+- records_per_s_per_gpu = records_per_s / gpus (None for a CPU-only case);
+- requests: every contributing attempt's ``requests.json`` merged over its routed aliases (sent, succeeded, failed
+  by class, retried, the latency and output-token histograms; ``runtime.requests``), with error_rate = failed /
+  sent and the latency percentiles p50/p90/p95/p99 read off the merged histogram (within the bucket error
+  ``LATENCY_RELATIVE_ERROR``, about 9.05%); None, never zeros, when any contributing attempt has none.
 
 Per case: the mean, sample standard deviation and n of each metric over its repeats; a case is ranked only when
-every repeat was measured. The Pareto set, over ranked cases, maximises records_per_s_per_gpu and minimises
+every repeat was measured and it is feasible: its requests (merged over its repeats) fail at a rate of at most
+``targets.max_error_rate`` (default 0) and their p95 latency is at most ``targets.max_p95_latency_s`` when set (a
+case without request evidence is not judged). An infeasible case keeps its numbers and says which target it
+misses. The Pareto set, over ranked cases, maximises records_per_s_per_gpu and minimises
 time_to_target_s (the projection's wall time when the targets give one, else 1000 / records_per_s); the best case
 has the lowest mean gpu_hours_per_1k (ties: the lower case index).
 """
@@ -33,15 +40,20 @@ from data_designer.slurm.contracts import (
     CaseAnalysis,
     ChildMeasurement,
     Projection,
+    RequestSummary,
     Stat,
 )
 from data_designer.slurm.contracts.records import (
+    LATENCY_RELATIVE_ERROR,
+    AliasRequests,
     AttemptRecord,
     BenchmarkRecord,
     OutputManifest,
+    RequestEvidence,
     StatusRecord,
 )
 from data_designer.slurm.planner import canonical_json
+from data_designer.slurm.runtime.requests import merge_aliases, percentile_us
 
 DIGITS = 6
 """Decimal places every float of an analysis is rounded to (seconds, rates, GPU-hours)."""
@@ -55,6 +67,7 @@ class AttemptEvidence:
     record: AttemptRecord | None
     status: StatusRecord | None
     manifest: OutputManifest | None
+    requests: RequestEvidence | None = None
 
 
 @dataclass(frozen=True)
@@ -95,7 +108,7 @@ def analyze(
         entry = entries[indices[0]]
         nodes = entry.nodes
         cases.append(_case(case_index, entry.case, members, record.targets, capacity, exclusive, nodes))
-    ranked = [c for c in cases if c.complete]
+    ranked = [c for c in cases if c.complete and c.feasible]
     front = _pareto(ranked)
     best = _best(ranked)
     cases = [c.model_copy(update={"pareto": c.case_index in front, "best": c.case_index == best}) for c in cases]
@@ -179,6 +192,57 @@ def _measure(index: int, child_id: str, case_index: int, repeat: int, child: Chi
         gpus=gpus,
         gpu_hours=_round(gpu_hours),
         gpu_hours_per_1k=_round(None if gpu_hours is None or not records else gpu_hours / records * 1000),
+        requests=_child_requests(child.attempts),
+    )
+
+
+def _child_requests(attempts: Sequence[AttemptEvidence]) -> RequestSummary | None:
+    """Every routed alias of every contributing attempt merged; None when an attempt has no request evidence."""
+    if any(a.requests is None for a in attempts):
+        return None
+    return summarize(merge_aliases(alias for a in attempts if a.requests for alias in a.requests.aliases.values()))
+
+
+def summarize(merged: AliasRequests) -> RequestSummary:
+    """Counts, error rate, percentiles (seconds) and the histograms of merged request evidence."""
+    latency = merged.latency_us
+
+    def seconds(us: float | None) -> float | None:
+        return None if us is None else _round(us / 1e6)
+
+    tokens = merged.output_tokens
+    return RequestSummary(
+        sent=merged.sent,
+        succeeded=merged.succeeded,
+        failed=merged.failed,
+        failed_timeout=merged.failed_timeout,
+        failed_connection=merged.failed_connection,
+        failed_status=merged.failed_status,
+        failed_status_other=merged.failed_status_other,
+        retried=merged.retried,
+        error_rate=_round(merged.failed / merged.sent) if merged.sent else None,
+        latency_p50_s=seconds(percentile_us(latency, 50)),
+        latency_p90_s=seconds(percentile_us(latency, 90)),
+        latency_p95_s=seconds(percentile_us(latency, 95)),
+        latency_p99_s=seconds(percentile_us(latency, 99)),
+        latency_mean_s=seconds(latency.sum / latency.count) if latency.count else None,
+        output_tokens_per_request=_round(tokens.sum / tokens.count) if tokens.count else None,
+        latency_us=latency,
+        output_tokens=tokens,
+    )
+
+
+def _as_alias(summary: RequestSummary) -> AliasRequests:
+    return AliasRequests(
+        sent=summary.sent,
+        succeeded=summary.succeeded,
+        failed_timeout=summary.failed_timeout,
+        failed_connection=summary.failed_connection,
+        failed_status=summary.failed_status,
+        failed_status_other=summary.failed_status_other,
+        retried=summary.retried,
+        latency_us=summary.latency_us,
+        output_tokens=summary.output_tokens,
     )
 
 
@@ -276,6 +340,13 @@ def _case(
         wall_s=_stat(m.wall_s for m in members),
         gpu_hours_per_1k=_stat(m.gpu_hours_per_1k for m in members),
     )
+    measured = [m for m in members if m.measured]
+    if measured and all(m.requests is not None for m in measured):
+        requests = summarize(merge_aliases(_as_alias(m.requests) for m in measured if m.requests is not None))
+        missed = _infeasible(requests, targets)
+        analysis = analysis.model_copy(
+            update={"requests": requests, "feasible": missed is None, "infeasible_reason": missed}
+        )
     if not complete:
         return analysis
     projection = _project(analysis, targets, capacity, exclusive, nodes)
@@ -284,6 +355,22 @@ def _case(
     if to_target is None and rps:
         to_target = 1000 / rps
     return analysis.model_copy(update={"projection": projection, "time_to_target_s": _round(to_target)})
+
+
+def _infeasible(requests: RequestSummary, targets: AnalysisTargets) -> str | None:
+    """Which request target the case misses, with its value (None: it meets them, or there is nothing to judge)."""
+    missed = []
+    if requests.sent and requests.failed / requests.sent > targets.max_error_rate:
+        missed.append(
+            f"error rate {requests.failed / requests.sent:.4g} ({requests.failed} of {requests.sent} requests failed) "
+            f"exceeds max_error_rate {targets.max_error_rate:g}"
+        )
+    p95, limit = requests.latency_p95_s, targets.max_p95_latency_s
+    if limit is not None and p95 is not None and p95 > limit:
+        missed.append(
+            f"p95 latency {p95:g} s exceeds max_p95_latency_s {limit:g} (bucket error ±{LATENCY_RELATIVE_ERROR:.2%})"
+        )
+    return "; ".join(missed) or None
 
 
 def _project(

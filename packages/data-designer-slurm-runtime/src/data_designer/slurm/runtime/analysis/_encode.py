@@ -26,6 +26,28 @@ STAT_METRICS = (
 )
 """The per-case statistics, each as three columns: ``<metric>_mean``, ``<metric>_std``, ``<metric>_n``."""
 
+REQUEST_COLUMNS = (
+    "requests_sent",
+    "requests_succeeded",
+    "requests_failed",
+    "requests_failed_timeout",
+    "requests_failed_connection",
+    "requests_failed_status",
+    "requests_retried",
+    "error_rate",
+    "latency_p50_s",
+    "latency_p90_s",
+    "latency_p95_s",
+    "latency_p99_s",
+    "latency_mean_s",
+    "latency_bucket_error",
+    "output_tokens_per_request",
+)
+"""A case's request columns, in order (``RequestSummary``)."""
+
+SERVER_COLUMNS = ("queue_waiting_mean", "queue_waiting_peak", "kv_cache_usage_peak", "preemptions")
+"""What the servers were doing (empty: not available)."""
+
 CSV_HEADER: tuple[str, ...] = (
     "case_index",
     "case",
@@ -41,9 +63,16 @@ CSV_HEADER: tuple[str, ...] = (
     "within_budget",
     "pareto",
     "best",
+    *REQUEST_COLUMNS,
+    "feasible",
+    "infeasible_reason",
+    *SERVER_COLUMNS,
 )
 """The CSV's columns, fixed: ``case`` is ``label=value`` per axis joined by ``;``, ``children`` the child indices
-joined by ``;``; projections are empty when the benchmark sets no targets or the case is not ranked."""
+joined by ``;``; projections are empty when the benchmark sets no targets or the case is not ranked. The request
+columns (:data:`REQUEST_COLUMNS`, every repeat's requests merged; ``failed_status`` is ``status=count`` joined by
+``;``) are empty when the case has no request evidence, and so are the server columns (:data:`SERVER_COLUMNS`)
+until server samples are recorded."""
 
 
 def analysis_json(analysis: BenchmarkAnalysis) -> bytes:
@@ -82,6 +111,37 @@ def _row(case: CaseAnalysis) -> list[str]:
         None if projection is None else projection.within_budget,
         case.pareto,
         case.best,
+    ]
+    requests = case.requests
+    if requests is None:
+        cells += [None] * len(REQUEST_COLUMNS)
+    else:
+        statuses = requests.failed_status
+        other = [f"other={requests.failed_status_other}"] if requests.failed_status_other else []
+        cells += [
+            requests.sent,
+            requests.succeeded,
+            requests.failed,
+            requests.failed_timeout,
+            requests.failed_connection,
+            ";".join([f"{item.status}={item.count}" for item in statuses] + other),
+            requests.retried,
+            requests.error_rate,
+            requests.latency_p50_s,
+            requests.latency_p90_s,
+            requests.latency_p95_s,
+            requests.latency_p99_s,
+            requests.latency_mean_s,
+            requests.latency_bucket_error,
+            requests.output_tokens_per_request,
+        ]
+    cells += [
+        case.feasible,
+        None if case.infeasible_reason is None else csv_text(case.infeasible_reason),
+        case.queue_waiting_mean,
+        case.queue_waiting_peak,
+        case.kv_cache_usage_peak,
+        case.preemptions,
     ]
     return [_cell(cell) for cell in cells]
 

@@ -2,7 +2,7 @@
 the test fixtures write through too (``docs/architecture/run-directory.md`` names the verb of every file).
 
 Each verb of :class:`AttemptWriter` keeps its file's protocol (``_record_io``): write-once (False: something is
-there already), replaced atomically (one writer each: ``attempt.json``, ``heartbeat.json``, ``progress.json``) or
+there already), replaced atomically (one writer each: ``attempt.json``, ``heartbeat.json``, ``progress.json``, ``requests.json``) or
 appended (logs); directories are made as the processes always made them (``mkdir -p`` under the supervisor's umask).
 ``durable=False`` is for fixtures that write thousands of attempts (``testing.write_run_directory``): the same bytes,
 each file created exclusively in place (0644 less the umask) without temporary file, fsync or ``link(2)``, and
@@ -29,6 +29,7 @@ from data_designer.slurm.contracts.records import (
     MANIFEST_SCHEMA,
     PORT_SCHEMA,
     PROGRESS_SCHEMA,
+    REQUESTS_SCHEMA,
     SERVER_METRICS_SCHEMA,
     STATUS_SCHEMA,
     AttemptRecord,
@@ -40,6 +41,7 @@ from data_designer.slurm.contracts.records import (
     OutputPart,
     PortRecord,
     RecordSchema,
+    RequestEvidence,
     ServerSamplesRecord,
     StatusRecord,
     WorkerProgress,
@@ -90,6 +92,10 @@ class AttemptWriter:
 
     def write_progress(self, record: WorkerProgress) -> None:
         self._record(self.layout.progress(*self._key), PROGRESS_SCHEMA, record, "worker.progress", True)
+
+    def write_requests(self, record: RequestEvidence) -> None:
+        """``requests.json``: the worker's request evidence (bounded; replaced periodically and at its end)."""
+        self._record(self.layout.requests(*self._key), REQUESTS_SCHEMA, record, "worker.requests", True)
 
     def write_server_metrics(self, record: ServerSamplesRecord) -> None:
         """``server-metrics.json``: the replicas' ``/metrics`` samples (the supervisor's scraper; replaced)."""

@@ -33,6 +33,7 @@ CLAIM_FILE = "claim"
 ATTEMPT_RECORD = "attempt.json"
 HEARTBEAT_RECORD = "heartbeat.json"
 PROGRESS_RECORD = "progress.json"
+REQUESTS_RECORD = "requests.json"
 CLIENT_ERROR_RECORD = "client-error.json"
 LOGS_DIR = "logs"
 OUTPUT_DIR = "output"
@@ -254,6 +255,10 @@ class RunLayout:
 
     def progress(self, shard: int, attempt: int) -> Path:
         return self.attempt_dir(shard, attempt) / PROGRESS_RECORD
+
+    def requests(self, shard: int, attempt: int) -> Path:
+        """What the client worker's routers saw of the requests (``RequestEvidence``; replaced by the worker)."""
+        return self.attempt_dir(shard, attempt) / REQUESTS_RECORD
 
     def client_error(self, shard: int, attempt: int) -> Path:
         """Why the client worker failed (``ClientErrorRecord``; written once by the worker)."""

@@ -43,6 +43,7 @@ from data_designer.slurm.contracts.records import (
     MERGE_JOB_SCHEMA,
     OBSERVATION_SCHEMA,
     PROGRESS_SCHEMA,
+    REQUESTS_SCHEMA,
     RESUME_SCHEMA,
     RETRY_SCHEMA,
     RUN_SCHEMA,
@@ -53,6 +54,7 @@ from data_designer.slurm.contracts.records import (
     ObservationRecord,
     OutputManifest,
     RecordSchema,
+    RequestEvidence,
     RunRecord,
     ServerSamplesRecord,
     SetAsidePart,
@@ -72,6 +74,7 @@ from data_designer.slurm.runtime.store._layout import (
     MERGE_DIR,
     OUTPUT_DIR,
     PROGRESS_RECORD,
+    REQUESTS_RECORD,
     RETRIES_DIR,
     SERVER_METRICS_RECORD,
     STATUS_RECORD,
@@ -468,7 +471,8 @@ def _read_attempt(
     alone: its status, claim, attempt record, heartbeat, progress and logs are not read (nothing they hold can
     change what it contributes, and the shard's state follows from the manifests). Any other attempt's status,
     claim and attempt record are read, and while it has no successful status also its heartbeat, progress and last
-    log line. Every record read is shared through ``interner``."""
+    log line. Every record read is shared through ``interner``. With ``attempt_records`` its ``requests.json`` is
+    read too (the analysis's request evidence; a missing or invalid one is None, never a problem of the attempt)."""
     problems: list[str] = []
 
     def read(name: str, schema: RecordSchema[M]) -> RecordOk[M] | None:
@@ -479,6 +483,15 @@ def _read_attempt(
         if result.status != "missing":
             problems.append(f"{name} is {result.status.replace('_', ' ')}")
         return None
+
+    def evidence() -> RequestEvidence | None:
+        if not attempt_records:
+            return None
+        count.files += 1
+        found = read_record(Path(f"{directory}/{REQUESTS_RECORD}"), REQUESTS_SCHEMA)
+        if not isinstance(found, RecordOk) or (found.payload.shard, found.payload.attempt) != (shard, number):
+            return None
+        return found.payload
 
     def server_samples() -> ServerSamplesRecord | None:
         """With ``attempt_records``: ``server-metrics.json`` (missing, invalid or another attempt's: None)."""
@@ -505,6 +518,7 @@ def _read_attempt(
             status=ended.payload if ended else None,
             server_metrics=server_samples(),
             damaged=damaged,
+            requests=evidence(),
         )
     status = read(STATUS_RECORD, STATUS_SCHEMA)
     succeeded = status is not None and status.payload.status == "succeeded"
@@ -530,6 +544,7 @@ def _read_attempt(
         problems=tuple(problems),
         server_metrics=server_samples(),
         damaged=damaged,
+        requests=evidence(),
     )
 
 

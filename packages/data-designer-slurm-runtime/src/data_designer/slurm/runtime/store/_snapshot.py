@@ -18,6 +18,7 @@ from data_designer.slurm.contracts.records import (
     IndexRange,
     ObservationRecord,
     OutputManifest,
+    RequestEvidence,
     ResumeClaim,
     RetryIntent,
     RunRecord,
@@ -51,6 +52,8 @@ class AttemptSnapshot:
     problems: tuple[str, ...] = ()
     damaged: tuple[PartDamage, ...] = ()
     """Parts of its valid manifest that failed the cheap check (``store.check_part``) when it was read."""
+    requests: RequestEvidence | None = None
+    """The worker's request evidence, read only with ``attempt_records`` (None: not read, missing or invalid)."""
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 :func:`write_run_directory` compiles a real plan (:func:`writer_run`: alias ``writer`` on one test-server
 replica) with the shard count asked for, and writes what ``execute`` writes (``inputs/``, ``plan.json``,
 ``run.json``, ``submissions/0001.json``), then for every shard the files its outcome leaves
-(:data:`ShardOutcome`): a finished shard's claim, attempt, port, endpoints, heartbeat, progress, output part
-and manifest, status and logs, a running shard's live records, a preflight failure's ``slurm-*.err``...
+(:data:`ShardOutcome`): a finished shard's claim, attempt, port, endpoints, heartbeat, progress, output part,
+request evidence (``requests.json``: one request per record, latencies over three buckets) and manifest, status and
+logs, a running shard's live records, a preflight failure's ``slurm-*.err``...
 Every file is written by the store's verbs (``RunLayout``'s paths, the store's encoding), so every record is a real
 one and ``read_record`` answers ``RecordOk``.
 
@@ -50,6 +51,7 @@ from data_designer.slurm.contracts.records import (
     RUN_ID_COLUMN,
     SHARD_COLUMN,
     AliasEndpoints,
+    AliasRequests,
     AttemptRecord,
     ClaimOwner,
     ColumnType,
@@ -57,6 +59,7 @@ from data_designer.slurm.contracts.records import (
     EndpointsRecord,
     FinalStatus,
     HeartbeatRecord,
+    Histogram,
     IndexRange,
     InputFile,
     InputsManifest,
@@ -66,6 +69,7 @@ from data_designer.slurm.contracts.records import (
     PortRecord,
     ReplicaRecord,
     ReplicaRequests,
+    RequestEvidence,
     Routing,
     RunRecord,
     StatusRecord,
@@ -628,7 +632,38 @@ class _Attempt:
             runtime_version=runtime_version,
             python=platform.python_version(),
         )
+        self.files.at(finished).write_requests(self._requests(records))
         self.files.at(finished).publish_manifest(manifest)
+
+    def _requests(self, records: int) -> RequestEvidence:
+        """One successful request per record: latencies of 1, 1.15 and 1.3 s (buckets 40, 41, 42), output tokens as
+        the manifest's usage counts them."""
+        per = records // 3
+        filled = [(40 + i, n) for i, n in enumerate((per, per, records - 2 * per)) if n > 0]
+        values = [1_000_000 + 150_000 * (index - 40) for index, _ in filled]
+        latency = Histogram(
+            count=records,
+            sum=sum(value * n for value, (_, n) in zip(values, filled, strict=True)),
+            min=values[0] if values else None,
+            max=values[-1] if values else None,
+            buckets=tuple(filled),
+        )
+        tokens = 400 + self.k % 29
+        alias = AliasRequests(
+            sent=records,
+            succeeded=records,
+            failed_timeout=0,
+            failed_connection=0,
+            retried=0,
+            latency_us=latency,
+            output_tokens=Histogram(
+                count=records,
+                sum=records * tokens,
+                min=tokens if records else None,
+                max=tokens if records else None,
+            ),
+        )
+        return RequestEvidence(shard=self.k, attempt=1, final=True, aliases={self.w.endpoint.alias: alias})
 
     def _usage(self, records: int) -> ModelUsage:
         routing = Routing(

@@ -3,7 +3,8 @@
 Started by the allocation supervisor on the batch node, in the run directory, as
 ``--plan plan.json --shard N --attempt M`` with ``DDSLURM_ATTEMPT_DIR`` and ``DDSLURM_ENDPOINTS``
 set. It loads the plan's inline Data Designer config with the installed host, validates it fully,
-points every deployed alias at a local router in front of its replicas (``_router``), seeds the samplers,
+points every deployed alias at a local router in front of its replicas (``_router``; their request evidence goes
+to ``requests.json``, ``_evidence``), seeds the samplers,
 generates the index ranges ``attempt.json`` assigns (the shard's range minus what earlier attempts
 published; one ``create`` call each, seeded by ``planner.derive_range_seed``), and publishes Parquet parts
 then the manifest into ``<attempt>/output/``; ``progress.json`` follows every batch. On ``SIGUSR1`` or
@@ -55,6 +56,7 @@ from data_designer.slurm.runtime.worker._drain import (
     batch_range,
     exact_batches,
 )
+from data_designer.slurm.runtime.worker._evidence import EvidencePublisher
 from data_designer.slurm.runtime.worker._failure import explain, write_client_error
 from data_designer.slurm.runtime.worker._host import (
     ConfigRejected,
@@ -138,6 +140,7 @@ class Session:
     host: Host | None = None
     tap: UsageTap | None = None
     routers: dict[str, Router] = field(default_factory=dict)
+    evidence: EvidencePublisher | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     generation_started: float | None = None
 
@@ -160,6 +163,7 @@ class Session:
             alias: os.environ.get(e.api_key_env) if e.api_key_env else None for alias, e in inputs.endpoints.items()
         }
         self.routers = routers = start_routers(deployed, keys)
+        self.evidence = evidence = EvidencePublisher(inputs.writer, routers).start()
         self.drain.watch(list(routers.values()), unwatched=len(routers) < len(inputs.endpoints))
         try:
             routed = {alias: router.base_url for alias, router in routers.items()}
@@ -182,6 +186,7 @@ class Session:
             ]
             manifest = self._publish([b for group in batches for b in group], None)
         finally:
+            evidence.close()  # the final evidence, unless the manifest's publication wrote it
             for router in routers.values():
                 router.close()
         self.progress.publish("succeeded")
@@ -288,6 +293,8 @@ class Session:
             runtime_version=runtime_version,
             python=platform.python_version(),
         )
+        if self.evidence is not None:
+            self.evidence.publish(final=True)  # before the manifest: a valid manifest's attempt has the final counts
         if not inputs.writer.publish_manifest(manifest):
             path = inputs.layout.output_manifest(inputs.shard.shard, inputs.attempt)
             raise OutputConflict(f"the output manifest {str(path)!r} already exists")

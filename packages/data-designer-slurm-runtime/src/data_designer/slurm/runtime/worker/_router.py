@@ -18,6 +18,12 @@ A router given the per-attempt key (``api_key``) answers ``401`` to a request wi
 <key>``, before anything is sent upstream: other users of a shared node cannot use it (nor a ``command`` server
 that checks no key through it).
 
+Every admitted request is counted in :attr:`Router.requests` (``runtime.requests.RequestRecorder``: the
+per-request evidence of ``requests.json``): sent, how it ended (a 2xx answer, another status, no answer because
+the last exchange timed out or failed to connect), the failovers, the end-to-end latency of each successful one
+(from admission to the answer read in full) and ``usage.completion_tokens`` of a successful JSON answer (found
+without parsing it; a streamed answer reports none).
+
 For the worker's drain, :meth:`Router.hold` stops admitting requests (a new one waits unanswered and is
 never sent) while admitted ones run to their end; :attr:`Router.outstanding` counts those.
 """
@@ -34,6 +40,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from data_designer.slurm.runtime.requests import Outcome, RequestRecorder, completion_tokens
 
 _DROPPED = frozenset(
     {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding"}
@@ -136,6 +144,7 @@ class Router:
         self._held = 0
         self._admitted = 0
         self._closed = threading.Event()
+        self.requests = RequestRecorder()
         self._server = _Server(self)
         self.port: int = self._server.server_address[1]
         self._thread: threading.Thread | None = None
@@ -210,25 +219,44 @@ class Router:
         if holding:
             self._closed.wait()
             return _Answer(503, "Service Unavailable", [("Content-Type", "application/json")], b'{"error":"draining"}')
+        recorder = self.requests
+        recorder.sent()
+        started = time.perf_counter_ns()
+        outcome: Outcome = "connection"
+        answer: _Answer | None = None
         try:
-            return self._route(method, path, headers, body)
+            answer, outcome = self._route(method, path, headers, body)
+            return answer
         finally:
             with self._lock:
                 self._admitted -= 1
+            if answer is None:
+                recorder.ended("connection")
+            elif outcome == "succeeded":
+                streamed = any(
+                    name.lower() == "content-type" and "event-stream" in value for name, value in answer.headers
+                )
+                tokens = None if streamed else completion_tokens(answer.body)
+                recorder.ended(outcome, latency_ns=time.perf_counter_ns() - started, tokens=tokens)
+            else:
+                recorder.ended(outcome, status=answer.status)
 
-    def _route(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> _Answer:
+    def _route(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> tuple[_Answer, Outcome]:
         tried: list[_Upstream] = []
         errors: list[str] = []
         first_failure: float | None = None
+        timed_out = False
         while (upstream := self._choose(tried)) is not None:
             if tried:
                 with self._lock:
                     self._failovers += 1
+                self.requests.retried()
             tried.append(upstream)
             try:
                 answer = self._exchange(upstream, method, path, headers, body)
             except (OSError, http.client.HTTPException) as exc:
                 errors.append(f"{upstream.base_url}: {type(exc).__name__}: {exc}")
+                timed_out = isinstance(exc, TimeoutError)
                 self._finish(upstream, failed=True)
                 first_failure = time.monotonic() if first_failure is None else first_failure
                 continue
@@ -237,13 +265,15 @@ class Router:
                 with self._lock:
                     if len(self._failover_s) < MAX_FAILOVER_TIMES:
                         self._failover_s.append(round(time.monotonic() - first_failure, 6))
-            return answer
+            return answer, "succeeded" if 200 <= answer.status < 300 else "status"
         with self._lock:
             self._unrouted += 1
         message = "ddslurm router: no replica answered (" + "; ".join(errors) + ")"
         payload = {"error": {"message": message, "type": "router_error", "param": None, "code": "no_live_replica"}}
         data = json.dumps(payload).encode()
-        return _Answer(502, "Bad Gateway", [("Content-Type", "application/json")], data)
+        return _Answer(502, "Bad Gateway", [("Content-Type", "application/json")], data), (
+            "timeout" if timed_out else "connection"
+        )
 
     def _choose(self, tried: list[_Upstream]) -> _Upstream | None:
         """The live untried upstream with the fewest outstanding requests (ties in turn), else a dead untried one."""
