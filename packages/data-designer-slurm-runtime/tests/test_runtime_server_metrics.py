@@ -181,7 +181,7 @@ def test_parse_sums_label_sets_and_takes_the_largest_kv_share() -> None:
     assert parse_metrics(TWO_ENGINES) == MetricsReading(running=7.0, waiting=7.0, kv_usage=0.75, preemptions_total=8.0)
 
 
-def test_parse_reads_the_name_before_vllm_0_10_and_leaves_missing_metrics_none() -> None:
+def test_parse_reads_the_older_kv_name_and_leaves_missing_metrics_none() -> None:
     page = '# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc{model_name="m"} 0.5\n'
     assert parse_metrics(page) == MetricsReading(running=None, waiting=None, kv_usage=0.5, preemptions_total=None)
     untyped = 'vllm:num_preemptions_total{model_name="m"} 2\nvllm:num_requests_waiting NaN\n'

@@ -33,8 +33,7 @@ class ServerSample(BaseModel):
     running: NonNegativeFloat | None = Field(description="vllm:num_requests_running; None: not exposed.")
     waiting: NonNegativeFloat | None = Field(description="vllm:num_requests_waiting; None: not exposed.")
     kv_usage: NonNegativeFloat | None = Field(
-        description="vllm:kv_cache_usage_perc (vllm:gpu_cache_usage_perc before vLLM 0.10), 1 = full; None: not "
-        "exposed."
+        description="vllm:kv_cache_usage_perc (or the older vllm:gpu_cache_usage_perc), 1 = full; None: not exposed."
     )
     preemptions: NonNegativeFloat | None = Field(
         description="The increase of vllm:num_preemptions_total since the previous kept sample (the first: since "

@@ -4,7 +4,7 @@
   vLLM's scheduler gauges and preemption counter (names as vLLM 0.32/0.33 define them in
   ``vllm/v1/metrics/loggers.py``, labels ``model_name`` and ``engine``): ``vllm:num_requests_running`` and
   ``vllm:num_requests_waiting`` summed over the label sets (one per engine), ``vllm:kv_cache_usage_perc`` the largest
-  of them (a share per engine; ``vllm:gpu_cache_usage_perc``, its name before vLLM 0.10, when it is missing), and
+  of them (a share per engine; ``vllm:gpu_cache_usage_perc``, the older name (deprecated in vLLM 0.9, gone from 0.32), when it is missing), and
   ``vllm:num_preemptions_total`` summed. A page holding none of them is unreadable: no vLLM metrics.
 * **What is kept** (:class:`SampleSeries`): per replica at most ``max_samples`` samples; when full, each pair of
   samples becomes one (the later one's gauges and time, both preemption increases summed) and later scrapes are
@@ -52,7 +52,7 @@ MAX_METRICS_BYTES = 4 * 1024 * 1024
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
 KV_USAGE = "vllm:kv_cache_usage_perc"
-KV_USAGE_BEFORE_0_10 = "vllm:gpu_cache_usage_perc"
+KV_USAGE_OLD_NAME = "vllm:gpu_cache_usage_perc"
 PREEMPTIONS = "vllm:num_preemptions_total"
 _DIGITS = 6
 # Scrapes go straight to the node, like the health checks: a site's http_proxy must not see (or break) them.
@@ -86,7 +86,7 @@ def parse_metrics(text: str) -> MetricsReading:
         raise MetricsUnavailable(f"/metrics is not Prometheus text: {_one_line(exc)}") from None
     if not values:
         raise MetricsUnavailable(f"/metrics has none of vLLM's metrics ({', '.join(_WANTED)})")
-    kv = values.get(KV_USAGE) or values.get(KV_USAGE_BEFORE_0_10)
+    kv = values.get(KV_USAGE) or values.get(KV_USAGE_OLD_NAME)
     return MetricsReading(
         running=_sum(values.get(RUNNING)),
         waiting=_sum(values.get(WAITING)),
@@ -95,7 +95,7 @@ def parse_metrics(text: str) -> MetricsReading:
     )
 
 
-_WANTED = (RUNNING, WAITING, KV_USAGE, KV_USAGE_BEFORE_0_10, PREEMPTIONS)
+_WANTED = (RUNNING, WAITING, KV_USAGE, KV_USAGE_OLD_NAME, PREEMPTIONS)
 
 
 def fetch_metrics(url: str, timeout_s: float) -> str:
