@@ -5,7 +5,8 @@ Each size is one benchmark of finished children: the benchmark file of ``bench_b
 of one shard on the in-tree test server), submitted for real by ``services.run_benchmark`` to a
 ``runtime.testing.FakeSlurm`` (every child's run directory, binding and submission record are the ones a user's
 ``benchmark run`` writes), then every child's shard finished by ``runtime.testing.write_shard_outcomes``: the claim,
-attempt, port, endpoints, progress, output part, manifest (with usage counts and timings), status and logs a
+attempt, port, endpoints, progress, output part, request evidence (``requests.json``: counts and a latency
+histogram, read and merged by the analysis), manifest (with usage counts and timings), status and logs a
 succeeded first attempt leaves. Building the fixture is untimed (about 5 s for 1,000 children); the workspaces are
 on ``/dev/shm`` when it has room, so the figures are our own CPU cost, not the shared disk's.
 
@@ -14,7 +15,7 @@ Each measurement is ``benchmarks/_benchmark_analyze_probe.py`` in a fresh interp
 1. **service**: the imports of ``data_designer.slurm.services`` and one ``services.analyze_benchmark`` (refresh:
    one observation of all children) on a fresh fake that knows every child's jobs as ``COMPLETED`` an hour ago
    (``register_run_jobs``, untimed). The probe counts the ``squeue``/``sacct`` calls the fake saw; the analysis
-   must come back complete, every child succeeded and measured, every case ranked (else the benchmark fails: a
+   must come back complete, every child succeeded and measured, every case ranked and with request evidence (else the benchmark fails: a
    figure from a broken fixture would measure nothing).
 2. **cli**: ``data-designer slurm benchmark analyze BENCH --no-refresh --format json`` through the host's console
    entry point, timed from the process's first line; it reads the observations the service probe just recorded
@@ -135,6 +136,8 @@ def checked_service(fixture: Fixture) -> dict[str, Any]:
         )
     if record["ranked"] != record["cases"]:
         raise RuntimeError(f"analyze ranked {record['ranked']} of {record['cases']} complete cases")
+    if record["with_requests"] != record["cases"]:
+        raise RuntimeError(f"only {record['with_requests']} of {record['cases']} cases have request evidence")
     return record
 
 

@@ -150,6 +150,22 @@ def test_one_marker_per_case_ranked_and_incomplete_drawn_differently() -> None:
     assert sorted(text.get_text() for text in axes.texts) == ["0", "1", "2", "3"]
 
 
+def test_an_infeasible_case_is_a_grey_circle_named_infeasible() -> None:
+    base = analysis()
+    cases = list(base.cases)
+    cases[2] = cases[2].model_copy(
+        update={"feasible": False, "infeasible_reason": "error rate 0.1 (2 of 20 requests failed) exceeds 0"}
+    )
+    axes = axes_of_a_new_figure()
+    drawn = draw(axes, base.model_copy(update={"cases": tuple(cases)}))
+    marker = drawn.markers[2]
+    assert marker.get_marker() == "o"
+    assert (marker.get_color(), marker.get_markeredgecolor()) == ("lightgrey", "grey")
+    assert drawn.markers[0].get_color() != "lightgrey"
+    labels = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert "2: replicas=3 concurrency=4 (infeasible)" in labels
+
+
 def test_the_pareto_set_is_joined_in_order_of_cost() -> None:
     drawn = draw(axes_of_a_new_figure(), analysis())
     line = drawn.pareto_line

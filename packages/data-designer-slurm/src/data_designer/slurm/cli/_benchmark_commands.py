@@ -337,8 +337,10 @@ def analyze(
     Refreshes every child with one observation for all of them (one squeue, one sacct), classifies each as
     'status' does and measures only children that succeeded, from their result manifests: records/s,
     output tokens/s and requests/s, boot, generation and wall time, GPUs, GPU-hours per 1,000 records; per
-    case the mean, standard deviation and n over repeats. Cases with a child not succeeded are listed with
-    why and never ranked. Projections for the benchmark's targets are shown apart from measurements; the
+    case the mean, standard deviation and n over repeats; per case its requests (sent, failed, error rate,
+    retried, p50/p90/p95/p99 latency from the merged histograms, within the stated bucket error). Cases with a
+    child not succeeded, or infeasible (error rate over targets.max_error_rate, default 0, or p95 over
+    targets.max_p95_latency_s), are listed with why and never ranked. Projections for the benchmark's targets are shown apart from measurements; the
     Pareto set (throughput per GPU against time to target) and the best case by GPU-hours per 1,000 records
     are marked. --format json and csv are deterministic: the same evidence gives the same bytes. The
     analysis is kept under the benchmark's analyses/.
@@ -400,8 +402,8 @@ def render_analysis(result: AnalyzeResult) -> str:
     """Measured cases first (ranked, with the Pareto set and the best marked), then projections, then what is not
     ranked and why, then the evidence."""
     analysis = result.analysis
-    ranked = [c for c in analysis.cases if c.complete]
-    unranked = [c for c in analysis.cases if not c.complete]
+    ranked = [c for c in analysis.cases if c.complete and c.feasible]
+    unranked = [c for c in analysis.cases if not (c.complete and c.feasible)]
     counts: dict[str, int] = {}
     for child in analysis.children:
         counts[child.state] = counts.get(child.state, 0) + 1
@@ -457,9 +459,37 @@ def render_analysis(result: AnalyzeResult) -> str:
                 ],
             )
         )
+    with_requests = [c for c in analysis.cases if c.requests is not None]
+    if with_requests:
+        error = with_requests[0].requests.latency_bucket_error if with_requests[0].requests else 0.0
+        lines += ["", f"Requests (every repeat merged; latency percentiles within ±{error:.2%}, the bucket error):"]
+        lines.append(
+            table(
+                ["case", "sent", "failed", "error rate", "retried", "p50 s", "p90 s", "p95 s", "p99 s", "feasible"],
+                [
+                    [
+                        str(c.case_index),
+                        str(r.sent),
+                        str(r.failed),
+                        _num(r.error_rate, 4),
+                        str(r.retried),
+                        _num(r.latency_p50_s, 3),
+                        _num(r.latency_p90_s, 3),
+                        _num(r.latency_p95_s, 3),
+                        _num(r.latency_p99_s, 3),
+                        "yes" if c.feasible else "no",
+                    ]
+                    for c in with_requests
+                    if (r := c.requests) is not None
+                ],
+            )
+        )
     if unranked:
         lines += ["", "Not ranked:"]
-        lines += [f"  case {c.case_index} ({_case(c.case)}): {c.reason}" for c in unranked]
+        lines += [
+            f"  case {c.case_index} ({_case(c.case)}): {c.reason if not c.complete else 'infeasible: ' + str(c.infeasible_reason)}"
+            for c in unranked
+        ]
     if analysis.best is not None:
         best = analysis.cases[analysis.best]
         lines += [

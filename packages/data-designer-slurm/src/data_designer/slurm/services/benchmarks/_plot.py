@@ -4,7 +4,8 @@ matplotlib comes with the ``plot`` extra (``pip install "data-designer-slurm[plo
 only when a plot is asked for, with the Agg backend (no display). Ranked cases are filled circles with error bars
 of one standard deviation over repeats on both axes, the Pareto set is joined by a line and the best case ringed;
 cases that are not complete are drawn as crosses at what their measured repeats give (or listed in the legend when
-none was measured). The PNG carries no timestamp or version: the same analysis gives the same bytes. It is drawn in
+none was measured); infeasible cases (over the error-rate or p95 latency target) are grey circles, never ringed nor on
+the Pareto line. The PNG carries no timestamp or version: the same analysis gives the same bytes. It is drawn in
 memory and written with the one writer of outputs (``planner.write_output``): never through a symbolic link, over an
 existing file only with ``--force``, never into a directory that does not exist, private (0600) outside a
 group-shared workspace.
@@ -99,7 +100,20 @@ def draw(axes: Any, analysis: BenchmarkAnalysis) -> Drawn:
             unplotted.append(label + " (no measured repeat)")
             drawn.unplotted.append(case.case_index)
             continue
-        if case.complete:
+        if case.complete and not case.feasible:  # measured, but over the error-rate or latency target: grey
+            bars = axes.errorbar(
+                point[0],
+                point[1],
+                xerr=case.gpu_hours_per_1k.std or 0.0,
+                yerr=case.records_per_s_per_gpu.std or 0.0,
+                fmt="o",
+                capsize=3,
+                color="lightgrey",
+                markeredgecolor="grey",
+                label=label + " (infeasible)",
+            )
+            drawn.markers[case.case_index] = bars.lines[0]
+        elif case.complete:
             bars = axes.errorbar(
                 point[0],
                 point[1],
