@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 
 from data_designer.slurm.contracts.records import SERVER_METRICS_SCHEMA
-from data_designer.slurm.runtime.supervisor import server_summary
+from data_designer.slurm.runtime.analysis import server_summary
 from data_designer.slurm.runtime.testing import writer_run
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -28,8 +28,11 @@ from data_designer.slurm.contracts.records import (
     IndexRange,
     ModelUsage,
     OutputManifest,
+    ReplicaServerSamples,
     Requester,
     RequestEvidence,
+    ServerAggregates,
+    ServerSamplesRecord,
     StatusRecord,
     Timings,
 )
@@ -787,3 +790,105 @@ def test_request_columns_in_the_csv_and_histograms_in_the_json_are_deterministic
     payload = json.loads(analysis_json(analysis))
     assert payload["cases"][2]["requests"]["latency_us"]["buckets"] == [[14, 18], [27, 2]]
     assert payload["children"][1]["requests"]["latency_us"]["count"] == 10
+
+
+# -- server samples (issue 31) --------------------------------------------------------------------------------------
+
+
+def servers(
+    number: int, *replicas: tuple[int, float, float, float, float | None] | None, alias: str = "writer"
+) -> ServerSamplesRecord:
+    """An attempt's server-metrics.json: per replica (scrapes, waiting mean, waiting peak, KV peak, preemptions),
+    or None for a replica that never answered /metrics."""
+    return ServerSamplesRecord(
+        shard=0,
+        attempt=number,
+        interval_s=5.0,
+        started_at=T0,
+        finished=True,
+        replicas=tuple(
+            ReplicaServerSamples(
+                alias=alias,
+                replica=i,
+                url=f"http://node1:{8000 + i}/metrics",
+                available=r is not None,
+                reason=None if r is not None else "GET /metrics answered 404",
+                aggregates=None
+                if r is None
+                else ServerAggregates(
+                    scrapes=r[0],
+                    running_mean=1.0,
+                    running_peak=1.0,
+                    waiting_mean=r[1],
+                    waiting_peak=r[2],
+                    kv_usage_peak=r[3],
+                    preemptions=r[4],
+                ),
+            )
+            for i, r in enumerate(replicas)
+        ),
+    )
+
+
+def with_servers(evidence: ChildEvidence, *per_attempt: ServerSamplesRecord | None) -> ChildEvidence:
+    attempts = tuple(
+        dataclasses.replace(a, server_metrics=r) for a, r in zip(evidence.attempts, per_attempt, strict=True)
+    )
+    return dataclasses.replace(evidence, attempts=attempts)
+
+
+def server_children() -> list[ChildEvidence]:
+    """The request sweep with server samples: case 0 two replicas and a retried repeat, case 1 one replica without
+    the preemption counter, case 2 a repeat without server-metrics.json, case 3 a failed repeat."""
+    children = request_children()
+    retried = child(1, 1, Run(100, 40.0, 144.0), Run(100, 40.0, 144.0))
+    children[1] = with_requests(retried, alias_requests(FAST[:5]), alias_requests(FAST[5:]))
+    records = {
+        0: (servers(1, (3, 2.0, 4.0, 0.5, 1.0), (1, 6.0, 6.0, 0.25, 0.0)),),  # mean (3x2 + 1x6) / 4 = 3
+        1: (servers(1, (2, 1.0, 2.0, 0.75, 2.0)), servers(2, (2, 0.0, 1.0, 1.0, 0.0), None)),  # mean 0.5
+        2: (servers(1, (4, 0.25, 1.0, 0.5, None)),),
+        3: (servers(1, (4, 0.75, 2.0, 0.25, None)),),
+        4: (servers(1, (1, 5.0, 5.0, 1.0, 0.0)),),
+        5: (None,),
+        6: (servers(1, None),),
+    }
+    return [with_servers(c, *records[c.index]) if c.index in records else c for c in children]
+
+
+def test_server_samples_fill_each_childs_and_cases_queue_kv_and_preemption_columns_exactly() -> None:
+    analysis = analyze(benchmark(CASES, repeats=2), server_children())
+
+    def figures(item: object) -> tuple[object, ...]:
+        return tuple(getattr(item, f) for f in ("queue_waiting_mean", "queue_waiting_peak", "kv_cache_usage_peak"))
+
+    children = analysis.children
+    assert (*figures(children[0]), children[0].preemptions) == (3.0, 6.0, 0.5, 1)
+    assert (*figures(children[1]), children[1].preemptions) == (0.5, 2.0, 1.0, 2), "both attempts folded"
+    assert (*figures(children[2]), children[2].preemptions) == (0.25, 1.0, 0.5, None), "no counter: None, never 0"
+    assert (*figures(children[5]), children[5].preemptions) == (None, None, None, None), "no server-metrics.json"
+    assert (*figures(children[6]), children[6].preemptions) == (None, None, None, None), "no replica available"
+    assert (*figures(children[7]), children[7].preemptions) == (None, None, None, None), "not measured"
+    first, second, third, fourth = analysis.cases
+    # mean of the repeats' means (3.0 and 0.5), the largest peaks, preemptions summed
+    assert (*figures(first), first.preemptions) == (1.75, 6.0, 1.0, 3)
+    assert (*figures(second), second.preemptions) == (0.5, 2.0, 0.5, None), "a repeat without the counter"
+    assert (*figures(third), third.preemptions) == (None, None, None, None), "a repeat without the record"
+    assert (*figures(fourth), fourth.preemptions) == (None, None, None, None), "its measured repeat has none"
+    rows = list(csv.reader(io.StringIO(analysis_csv(analysis))))
+    cells = [dict(zip(CSV_HEADER, row, strict=True)) for row in rows[1:]]
+    assert [
+        (c["queue_waiting_mean"], c["queue_waiting_peak"], c["kv_cache_usage_peak"], c["preemptions"]) for c in cells
+    ] == [("1.75", "6.0", "1.0", "3"), ("0.5", "2.0", "0.5", ""), ("", "", "", ""), ("", "", "", "")]
+
+
+def test_server_samples_are_deterministic_and_part_of_the_evidence_digest() -> None:
+    record = benchmark(CASES, repeats=2, targets=TARGETS)
+    children = server_children()
+    analysis = analyze(record, children, capacity=Capacity(4, 8))
+    again = analyze(record, list(reversed(server_children())), capacity=Capacity(4, 8))
+    assert analysis_json(again) == analysis_json(analysis)
+    assert analysis_csv(again) == analysis_csv(analysis)
+    assert BenchmarkAnalysis.model_validate_json(analysis_json(analysis)) == analysis
+    assert analyze(record, request_children(), capacity=Capacity(4, 8)).evidence_digest != analysis.evidence_digest
+    children[0] = with_servers(children[0], servers(1, (3, 2.0, 4.0, 0.5, 1.0), (1, 6.0, 7.0, 0.25, 0.0)))
+    assert analyze(record, children, capacity=Capacity(4, 8)).evidence_digest != analysis.evidence_digest

@@ -23,6 +23,7 @@ from data_designer.slurm.contracts.records import (
     ServerSample,
     ServerSamplesRecord,
 )
+from data_designer.slurm.runtime.analysis import server_summary, servers_total
 from data_designer.slurm.runtime.store import AttemptWriter, RecordOk, RunLayout, read_record
 from data_designer.slurm.runtime.supervisor import (
     MetricsReading,
@@ -33,7 +34,6 @@ from data_designer.slurm.runtime.supervisor import (
     fetch_metrics,
     metrics_url,
     parse_metrics,
-    server_summary,
 )
 from data_designer.slurm.runtime.testing import closed_port, wait_for_record
 from data_designer.slurm.runtime.testing._test_server import StubModelServer, StubServerConfig, stub_server_argv
@@ -449,6 +449,16 @@ def test_server_summary_weights_means_by_scrapes_and_never_invents_zeros() -> No
     )
     assert embed.reasons == ("GET /metrics answered 404",)
     assert server_summary([second, first]) == summary
+    # every alias folded (a benchmark child's figures): the unavailable embed replica adds nothing, never a zero
+    total = servers_total([second, first])
+    assert (total.alias, total.available, total.replicas, total.scrapes) == ("*", True, 3, 8)
+    assert (total.queue_waiting_mean, total.queue_waiting_peak, total.kv_cache_usage_peak, total.preemptions) == (
+        2.0,
+        6.0,
+        0.75,
+        3.0,
+    )
+    assert total.reasons == ("GET /metrics answered 404",)
 
 
 def test_the_test_server_module_runs_with_the_new_flags() -> None:

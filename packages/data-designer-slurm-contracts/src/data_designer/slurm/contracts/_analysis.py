@@ -102,6 +102,14 @@ class ChildMeasurement(BaseModel):
     requests: RequestSummary | None = Field(
         default=None, description="Its requests; None when an attempt has no requests.json (not available)."
     )
+    queue_waiting_mean: NonNegativeFloat | None = Field(
+        default=None,
+        description="Mean requests waiting over every scrape of every replica (server-metrics.json); None: not "
+        "available (an attempt without the record, or no replica exposed the metric).",
+    )
+    queue_waiting_peak: NonNegativeFloat | None = Field(default=None, description="Peak requests waiting.")
+    kv_cache_usage_peak: NonNegativeFloat | None = Field(default=None, description="Peak KV-cache usage (0..1).")
+    preemptions: NonNegativeInt | None = Field(default=None, description="Preempted requests (counter increase).")
 
 
 class Projection(BaseModel):
@@ -167,15 +175,19 @@ class CaseAnalysis(BaseModel):
     )
     infeasible_reason: str | None = Field(default=None, description="Which target it misses, with its value.")
     queue_waiting_mean: NonNegativeFloat | None = Field(
-        default=None, description="Mean requests waiting in the servers' queues (server samples); None: not available."
+        default=None,
+        description="The mean of its repeats' queue_waiting_mean (server samples); None: not available (a measured "
+        "repeat without it).",
     )
     queue_waiting_peak: NonNegativeFloat | None = Field(
-        default=None, description="Peak requests waiting; None: not available."
+        default=None, description="The largest of its repeats' peaks; None: not available."
     )
     kv_cache_usage_peak: NonNegativeFloat | None = Field(
-        default=None, description="Peak KV-cache usage (0..1); None: not available."
+        default=None, description="The largest of its repeats' peak KV-cache usage (0..1); None: not available."
     )
-    preemptions: NonNegativeInt | None = Field(default=None, description="Preempted requests; None: not available.")
+    preemptions: NonNegativeInt | None = Field(
+        default=None, description="Its repeats' preemptions summed; None: not available."
+    )
     pareto: bool = Field(default=False, description="On the Pareto front of throughput per GPU and time to target.")
     best: bool = Field(default=False, description="The lowest mean GPU-hours per 1,000 records among ranked cases.")
 

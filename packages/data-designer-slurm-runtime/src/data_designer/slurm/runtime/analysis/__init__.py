@@ -17,6 +17,7 @@ from data_designer.slurm.runtime.analysis._encode import (
     analysis_csv,
     analysis_json,
 )
+from data_designer.slurm.runtime.analysis._server import ServerSummary, server_summary, servers_total
 
 __all__ = [
     "CSV_HEADER",
@@ -27,9 +28,12 @@ __all__ = [
     "AttemptEvidence",
     "Capacity",
     "ChildEvidence",
+    "ServerSummary",
     "analysis_csv",
     "analysis_json",
     "analyze",
     "evidence_digest",
+    "server_summary",
+    "servers_total",
     "summarize",
 ]

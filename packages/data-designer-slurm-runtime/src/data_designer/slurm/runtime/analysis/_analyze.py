@@ -15,7 +15,10 @@ state and why), over the attempts whose valid manifests contributed records (a r
 - requests: every contributing attempt's ``requests.json`` merged over its routed aliases (sent, succeeded, failed
   by class, retried, the latency and output-token histograms; ``runtime.requests``), with error_rate = failed /
   sent and the latency percentiles p50/p90/p95/p99 read off the merged histogram (within the bucket error
-  ``LATENCY_RELATIVE_ERROR``, about 9.05%); None, never zeros, when any contributing attempt has none.
+  ``LATENCY_RELATIVE_ERROR``, about 9.05%); None, never zeros, when any contributing attempt has none;
+- servers: every replica of every alias of the contributing attempts' ``server-metrics.json`` folded
+  (``servers_total``): queue_waiting_mean (weighted by scrapes), queue_waiting_peak, kv_cache_usage_peak,
+  preemptions; None, never zeros, when any contributing attempt has no record or no replica exposed the metric.
 
 Per case: the mean, sample standard deviation and n of each metric over its repeats; a case is ranked only when
 every repeat was measured and it is feasible: its requests (merged over its repeats) fail at a rate of at most
@@ -23,7 +26,9 @@ every repeat was measured and it is feasible: its requests (merged over its repe
 case without request evidence is not judged). An infeasible case keeps its numbers and says which target it
 misses. The Pareto set, over ranked cases, maximises records_per_s_per_gpu and minimises
 time_to_target_s (the projection's wall time when the targets give one, else 1000 / records_per_s); the best case
-has the lowest mean gpu_hours_per_1k (ties: the lower case index).
+has the lowest mean gpu_hours_per_1k (ties: the lower case index). A case's server figures are the mean of its
+measured repeats' queue_waiting_mean, the largest of their peaks and the sum of their preemptions; None unless every
+measured repeat has the figure.
 """
 
 from __future__ import annotations
@@ -50,9 +55,11 @@ from data_designer.slurm.contracts.records import (
     BenchmarkRecord,
     OutputManifest,
     RequestEvidence,
+    ServerSamplesRecord,
     StatusRecord,
 )
 from data_designer.slurm.planner import canonical_json
+from data_designer.slurm.runtime.analysis._server import ServerSummary, servers_total
 from data_designer.slurm.runtime.requests import merge_aliases, percentile_us
 
 DIGITS = 6
@@ -68,6 +75,7 @@ class AttemptEvidence:
     status: StatusRecord | None
     manifest: OutputManifest | None
     requests: RequestEvidence | None = None
+    server_metrics: ServerSamplesRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +181,7 @@ def _measure(index: int, child_id: str, case_index: int, repeat: int, child: Chi
     requests = _usage_sum(manifests, "successful_requests")
     gpus = child.gpus
     gpu_hours = None if gpus is None else gpus * wall / 3600
+    servers = _child_servers(child.attempts)
     return ChildMeasurement(
         index=index,
         child_id=child_id,
@@ -193,7 +202,38 @@ def _measure(index: int, child_id: str, case_index: int, repeat: int, child: Chi
         gpu_hours=_round(gpu_hours),
         gpu_hours_per_1k=_round(None if gpu_hours is None or not records else gpu_hours / records * 1000),
         requests=_child_requests(child.attempts),
+        queue_waiting_mean=None if servers is None else servers.queue_waiting_mean,
+        queue_waiting_peak=None if servers is None else servers.queue_waiting_peak,
+        kv_cache_usage_peak=None if servers is None else servers.kv_cache_usage_peak,
+        preemptions=None if servers is None or servers.preemptions is None else round(servers.preemptions),
     )
+
+
+_SERVER_FIELDS = ("queue_waiting_mean", "queue_waiting_peak", "kv_cache_usage_peak", "preemptions")
+
+
+def _child_servers(attempts: Sequence[AttemptEvidence]) -> ServerSummary | None:
+    """Every alias of the contributing attempts' server samples (None when an attempt has no server-metrics.json)."""
+    records = [a.server_metrics for a in attempts]
+    if not records or any(r is None for r in records):
+        return None
+    return servers_total(r for r in records if r is not None)
+
+
+def _case_servers(measured: Sequence[ChildMeasurement]) -> dict[str, float | int | None]:
+    """Mean of the repeats' means, max of their peaks, sum of their preemptions; None unless every one has it."""
+
+    def every(field: str) -> list[float] | None:
+        values = [getattr(m, field) for m in measured]
+        return None if not values or any(v is None for v in values) else values
+
+    means, waiting, kv, preempted = (every(field) for field in _SERVER_FIELDS)
+    return {
+        "queue_waiting_mean": None if means is None else _round(statistics.fmean(means)),
+        "queue_waiting_peak": None if waiting is None else max(waiting),
+        "kv_cache_usage_peak": None if kv is None else max(kv),
+        "preemptions": None if preempted is None else int(sum(preempted)),
+    }
 
 
 def _child_requests(attempts: Sequence[AttemptEvidence]) -> RequestSummary | None:
@@ -341,6 +381,7 @@ def _case(
         gpu_hours_per_1k=_stat(m.gpu_hours_per_1k for m in members),
     )
     measured = [m for m in members if m.measured]
+    analysis = analysis.model_copy(update=_case_servers(measured))
     if measured and all(m.requests is not None for m in measured):
         requests = summarize(merge_aliases(_as_alias(m.requests) for m in measured if m.requests is not None))
         missed = _infeasible(requests, targets)

@@ -9,7 +9,6 @@ from data_designer.slurm.runtime.supervisor._client_ending import client_failure
 from data_designer.slurm.runtime.supervisor._containers import LAUNCHER_FILE
 from data_designer.slurm.runtime.supervisor._heartbeat import DEFAULT_HEARTBEAT_S
 from data_designer.slurm.runtime.supervisor._main import main
-from data_designer.slurm.runtime.supervisor._metrics_summary import ServerSummary, server_summary
 from data_designer.slurm.runtime.supervisor._replicas import LOOPBACK, bind_host, log_step, step_name
 from data_designer.slurm.runtime.supervisor._server_metrics import (
     SCRAPE_INTERVAL_S,
@@ -34,7 +33,6 @@ __all__ = [
     "SampleSeries",
     "ScrapeTarget",
     "ServerScraper",
-    "ServerSummary",
     "bind_host",
     "client_failure_message",
     "fetch_metrics",
@@ -43,6 +41,5 @@ __all__ = [
     "metrics_url",
     "parse_metrics",
     "read_client_error",
-    "server_summary",
     "step_name",
 ]

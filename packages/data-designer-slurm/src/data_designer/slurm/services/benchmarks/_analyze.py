@@ -3,8 +3,8 @@
 Every child is read and classified exactly as ``benchmark status`` does (one observation of all children, or
 their last recorded ones with ``refresh=False``); a child whose run succeeded contributes the records of the
 attempts whose valid manifests count for its shard (``store.read_run`` keeps them: sha256-checked manifests
-over disjoint ranges; with ``attempt_records`` also their ``requests.json``), and ``runtime.analysis.analyze`` turns them into measurements, statistics, projections
-and recommendations (the formulas are its docstring's). The analysis is written once to
+over disjoint ranges; with ``attempt_records`` also their ``requests.json`` and ``server-metrics.json``), and
+``runtime.analysis.analyze`` turns them into measurements, statistics, projections and recommendations (the formulas are its docstring's). The analysis is written once to
 ``benchmarks/<id>/analyses/<evidence digest>.json`` (canonical JSON): the same evidence gives the same bytes and
 the same file.
 """
@@ -127,7 +127,7 @@ def _child(index: int, snapshot: RunSnapshot, status: RunStatus, reason: str | N
     shard = snapshot.shards[0]
     kept = {n for n, ranges in shard.kept.items() if ranges}  # read with their records (attempt_records)
     attempts = tuple(
-        AttemptEvidence(a.number, a.record, a.status, a.manifest, a.requests)
+        AttemptEvidence(a.number, a.record, a.status, a.manifest, a.requests, a.server_metrics)
         for a in shard.attempts
         if a.number in kept
     )

@@ -1,8 +1,8 @@
 """What the servers were doing, per alias, from attempts' ``server-metrics.json`` records (pure).
 
 :func:`server_summary` folds the exact aggregates of every available replica of every record given (the attempts of
-one run, or of one benchmark case's repeats) into one :class:`ServerSummary` per alias, for the analysis's optional
-per-case fields ``queue_waiting_mean``, ``queue_waiting_peak``, ``kv_cache_usage_peak`` and ``preemptions``:
+one run) into one :class:`ServerSummary` per alias; :func:`servers_total` folds every alias into one, a benchmark
+child's ``queue_waiting_mean``, ``queue_waiting_peak``, ``kv_cache_usage_peak`` and ``preemptions``:
 
 * ``queue_waiting_mean``: the mean of ``vllm:num_requests_waiting`` over every scrape of every replica (each
   replica's mean weighted by its scrapes), so a replica sampled twice as long counts twice;
@@ -49,6 +49,12 @@ def server_summary(records: Iterable[ServerSamplesRecord]) -> dict[str, ServerSu
         for replica in record.replicas:
             by_alias.setdefault(replica.alias, []).append(replica)
     return {alias: _summarize(alias, by_alias[alias]) for alias in sorted(by_alias)}
+
+
+def servers_total(records: Iterable[ServerSamplesRecord]) -> ServerSummary:
+    """Every replica of every alias of ``records`` folded into one summary (``alias`` ``"*"``): a benchmark child's
+    server figures, by the same rules as :func:`server_summary`."""
+    return _summarize("*", [replica for record in records for replica in record.replicas])
 
 
 def _summarize(alias: str, replicas: list[ReplicaServerSamples]) -> ServerSummary:
