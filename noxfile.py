@@ -398,12 +398,21 @@ def deps(session: nox.Session) -> None:
 
 # --- the runtime without the top package, the host range at both ends, the release ----------------------------------
 
-RUNTIME_HOST_TESTS = 29
+RUNTIME_HOST_TESTS = 30
 """The runtime's tests marked ``host`` (they start the supervisor, which refuses to run without the host).
 
 install_runtime deselects exactly these; the installed_guard plugin fails the run on any other count, so adding or
 removing a host test means updating this number, and a marker expression cannot deselect everything silently.
 """
+
+
+def _locked_version(name: str) -> str:
+    """The version of ``name`` that uv.lock pins (the workspace venv's)."""
+    lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
+    for package in lock.get("package", []):
+        if package.get("name") == name:
+            return str(package["version"])
+    raise RuntimeError(f"{name} is not in uv.lock")
 
 
 @nox.session(requires=["build"])
@@ -419,8 +428,13 @@ def install_runtime(session: nox.Session) -> None:
     names = [name for name in DISTRIBUTIONS if name != TOP_LEAF]
     package_tests = ROOT / "packages" / names[-1] / "tests"
     venv = _fresh_venv(session, "venv")
-    # cryptography is a test dependency only: test_runtime_preflight makes a self-signed TLS certificate with it.
-    _uv_pip_install(session, venv, *(str(_wheel(name)) for name in names), "pytest", "hypothesis", "cryptography")
+    # Test dependencies only: cryptography (test_runtime_preflight makes a self-signed TLS certificate with it), and
+    # the two engines test_runtime_merge_page_index reads spliced files back with (page-index pruning in DataFusion),
+    # at the lock's versions.
+    engines = [f"{name}=={_locked_version(name)}" for name in ("duckdb", "datafusion")]
+    _uv_pip_install(
+        session, venv, *(str(_wheel(name)) for name in names), "pytest", "hypothesis", "cryptography", *engines
+    )
     _wheel_tests(session, venv, "test_leaf_alone.py", env={"DDS_LEAF": "runtime"})
     _guarded_tests(
         session,
