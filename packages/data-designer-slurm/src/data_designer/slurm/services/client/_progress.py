@@ -13,7 +13,6 @@ The mode is chosen once (``auto``) or forced (``bar``, ``lines``, ``off``); the 
 from __future__ import annotations
 
 import html
-import importlib
 import sys
 import time
 from collections.abc import Callable
@@ -125,9 +124,19 @@ def progress_html(done: int, total: int, line: str) -> str:
     )
 
 
+def _notebook_display() -> Any:
+    """The running kernel's ``IPython.display`` module. Only a Jupyter kernel (``in_jupyter``) gets here, and the
+    kernel has imported it already: it is taken from ``sys.modules``, never imported, since IPython is the notebook's
+    own and no dependency of ours."""
+    module = sys.modules.get("IPython.display")
+    if module is None:
+        raise RuntimeError("IPython.display is not loaded: not inside a Jupyter kernel")
+    return module
+
+
 def _html_object(body: str) -> Any:
-    return importlib.import_module("IPython.display").HTML(body)  # only inside a notebook: IPython is there
+    return _notebook_display().HTML(body)
 
 
 def _ipython_display(body: str) -> Any:
-    return importlib.import_module("IPython.display").display(_html_object(body), display_id=True)
+    return _notebook_display().display(_html_object(body), display_id=True)
