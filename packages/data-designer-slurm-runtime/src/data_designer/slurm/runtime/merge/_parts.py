@@ -30,7 +30,7 @@ from data_designer.slurm.contracts.records import (
 from data_designer.slurm.runtime.merge._footer import FooterScan, scan_footer, schema_field
 from data_designer.slurm.runtime.merge._sources import SourceSlice
 from data_designer.slurm.runtime.merge._splice import footer_bytes
-from data_designer.slurm.runtime.store import HASH_BUFFER_BYTES, RunFileRefused, open_run_file
+from data_designer.slurm.runtime.store import HASH_BUFFER_BYTES, RunFileRefused, open_run_file, stream_sha256
 
 pq: Any = importlib.import_module("pyarrow.parquet")
 numpy: Any = importlib.import_module("numpy")
@@ -153,7 +153,8 @@ class PartReader:
             if size <= SINGLE_READ_BYTES:
                 data, digest, read = _read_hashing(fd, size)
             else:
-                digest, read = _hash_streamed(fd, self._buffer())
+                digest, read = stream_sha256(fd, memoryview(self._buffer()))
+                os.lseek(fd, 0, os.SEEK_SET)
             if read != size:
                 raise _bad(source, f"it has {read} bytes, its manifest says {source.part.bytes}")
             if digest != source.part.sha256:
@@ -229,21 +230,6 @@ def _read_hashing(fd: int, size: int) -> tuple[bytearray, str, int]:
     view.release()
     del data[size:]
     return data, digest.hexdigest(), done
-
-
-def _hash_streamed(fd: int, buffer: bytearray) -> tuple[str, int]:
-    """The sha256 of everything ``fd`` holds and its length, read through ``buffer`` (memory: its size)."""
-    view = memoryview(buffer)
-    digest = hashlib.sha256()
-    done = 0
-    while True:
-        n = os.readv(fd, [view])
-        if n == 0:
-            break
-        digest.update(view[:n])
-        done += n
-    os.lseek(fd, 0, os.SEEK_SET)
-    return digest.hexdigest(), done
 
 
 def _check_shape(source: SourceSlice, rows: int, schema: pa.Schema) -> None:

@@ -86,6 +86,7 @@ from data_designer.slurm.runtime.store._parts import (
     default_workers,
     hash_part,
     plain_part_name,
+    stream_sha256,
     verify_parts,
 )
 from data_designer.slurm.runtime.store._permissions import apply_umask, snapshot_mode
@@ -294,6 +295,7 @@ __all__ = [
     "shard_snapshot",
     "snapshot_mode",
     "stage_merge",
+    "stream_sha256",
     "submission_binding",
     "system_clock",
     "tail_lines",

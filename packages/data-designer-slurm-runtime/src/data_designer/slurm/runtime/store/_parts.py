@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 from data_designer.slurm.contracts import PartDamage, VerifySummary, find_control_character
 from data_designer.slurm.contracts.records import IndexRange, OutputPart
+from data_designer.slurm.runtime.store._run_files import OPEN_FLAGS
 
 HASH_BUFFER_BYTES = 1 << 20
 """Each worker's read buffer: large reads keep the hash, not the system calls, the cost."""
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 Progress = Callable[[int, int, int, int], None]
 """``(parts done, parts total, bytes done, bytes total)``, called from the calling thread as parts finish."""
@@ -107,31 +107,36 @@ def hash_part(run_dir: str, ref: PartRef, buffer: bytearray | None = None) -> Pa
     if cheap is not None:
         return cheap
     view = memoryview(buffer if buffer is not None else bytearray(HASH_BUFFER_BYTES))
-    digest = hashlib.sha256()
-    size = 0
     try:
-        fd = os.open(f"{run_dir}/{ref.path}", _OPEN_FLAGS)
+        fd = os.open(f"{run_dir}/{ref.path}", OPEN_FLAGS)
     except OSError as exc:
         return ref.damage("unreadable", f"it cannot be opened: {exc.strerror or exc}")
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return ref.damage("not_a_file", "it was replaced by something that is not a regular file")
-        while True:
-            n = os.readv(fd, [view])
-            if n == 0:
-                break
-            digest.update(view[:n])
-            size += n
+        found, size = stream_sha256(fd, view)
     except OSError as exc:
         return ref.damage("unreadable", f"it cannot be read: {exc.strerror or exc}")
     finally:
         os.close(fd)
     if size != ref.part.bytes:
         return ref.damage("size", f"it holds {size} bytes, its manifest says {ref.part.bytes}")
-    found = digest.hexdigest()
     if found != ref.part.sha256:
         return ref.damage("sha256", f"its sha256 is {found[:12]}..., its manifest says {ref.part.sha256[:12]}...")
     return None
+
+
+def stream_sha256(fd: int, view: memoryview) -> tuple[str, int]:
+    """The sha256 (hex) of everything left to read on ``fd`` and how many bytes that was, read through ``view``:
+    memory bounded by its size, whatever the file's."""
+    digest = hashlib.sha256()
+    size = 0
+    while True:
+        n = os.readv(fd, [view])
+        if n == 0:
+            return digest.hexdigest(), size
+        digest.update(view[:n])
+        size += n
 
 
 def default_workers() -> int:
